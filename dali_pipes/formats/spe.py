@@ -1,0 +1,310 @@
+"""Princeton Instruments SPE files (WinSpec 2.x and LightField 3.0), read through ``np.memmap``.
+
+Layout (little-endian): a 4100-byte binary header, then the frames, then (3.0 only) an XML
+footer at the offset stored in the header. In 3.0 files the footer is authoritative for frame
+count, pixel format, region size and frame stride (which includes per-frame metadata).
+Files with more than one region (ROI) raise FormatError: their frames are not one 2-D array.
+2.x wavelengths come from the x calibration polynomial, evaluated at pixels 1..xdim (WinSpec
+numbers pixels from 1).
+"""
+from __future__ import annotations
+
+import os
+import struct
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+
+from dali_pipes.formats.errors import FormatError
+
+SPE_HEADER_BYTES = 4100
+#: binary header "datatype" code -> little-endian numpy dtype
+SPE_DTYPES: Mapping[int, np.dtype] = MappingProxyType({
+    0: np.dtype("<f4"), 1: np.dtype("<i4"), 2: np.dtype("<i2"), 3: np.dtype("<u2"),
+    5: np.dtype("<f8"), 6: np.dtype("u1"), 8: np.dtype("<u4"),
+})
+#: LightField (3.0) pixelFormat -> little-endian numpy dtype
+PIXEL_FORMATS: Mapping[str, np.dtype] = MappingProxyType({
+    "MonochromeUnsigned16": np.dtype("<u2"), "MonochromeUnsigned32": np.dtype("<u4"),
+    "MonochromeFloating32": np.dtype("<f4"),
+})
+#: header field -> (byte offset, struct format), from the SPE 3.0 File Format Specification
+HEADER_FIELDS: Mapping[str, tuple[int, str]] = MappingProxyType({
+    "xdim": (42, "<H"), "datatype": (108, "<h"), "ydim": (656, "<H"), "XML_Offset": (678, "<Q"),
+    "NumFrames": (1446, "<i"), "NumROI": (1510, "<h"), "file_header_ver": (1992, "<f"),
+    "calib_valid_x": (3098, "<B"), "polynom_order_x": (3101, "<B"),
+    "polynom_coeff_x": (3263, "<6d"), "lastvalue": (4098, "<h"),
+})
+
+
+@dataclass(frozen=True, eq=False)
+class SpeHeader:
+    """The binary header fields this reader uses, as stored."""
+    version: float
+    xdim: int
+    ydim: int
+    datatype: int
+    num_frames: int
+    xml_offset: int
+    num_roi: int
+    calib_valid_x: bool
+    polynom_order_x: int
+    polynom_coeff_x: tuple[float, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class SpeLayout:
+    """Where the frames are: resolved from the XML footer (3.0) or the binary header (2.x)."""
+    frames: int
+    ydim: int
+    xdim: int
+    dtype: np.dtype  # on disk (little-endian)
+    frame_bytes: int  # pixel bytes of one frame
+    frame_stride: int  # bytes from one frame to the next (pixels + per-frame metadata)
+    wavelengths: np.ndarray | None
+    data_offset: int = SPE_HEADER_BYTES
+
+
+def parse_spe_header(path: str, raw: bytes) -> SpeHeader:
+    """The binary header from the file's first 4100 bytes."""
+    if len(raw) < SPE_HEADER_BYTES:
+        raise FormatError(path, "header", "file is shorter than the SPE header",
+                          value=f"{len(raw)} bytes", expected=f">= {SPE_HEADER_BYTES} bytes")
+    get = {k: struct.unpack_from(fmt, raw, off) for k, (off, fmt) in HEADER_FIELDS.items()}
+    version = float(get["file_header_ver"][0])
+    if not 0.0 <= version < 100.0:
+        raise FormatError(path, "file_header_ver", "not a plausible version", value=version)
+    return SpeHeader(
+        version=round(version, 4), xdim=get["xdim"][0], ydim=get["ydim"][0],
+        datatype=get["datatype"][0], num_frames=get["NumFrames"][0],
+        xml_offset=get["XML_Offset"][0], num_roi=get["NumROI"][0],
+        calib_valid_x=bool(get["calib_valid_x"][0]), polynom_order_x=get["polynom_order_x"][0],
+        polynom_coeff_x=tuple(get["polynom_coeff_x"]),
+    )
+
+
+def _positive(path: str, field: str, value: int) -> int:
+    if value < 1:
+        raise FormatError(path, field, "must be at least 1", value=value)
+    return int(value)
+
+
+def _polynomial_wavelengths(path: str, header: SpeHeader) -> np.ndarray | None:
+    if not header.calib_valid_x:
+        return None
+    order = header.polynom_order_x
+    if order > 5:
+        raise FormatError(path, "polynom_order_x", "calibration order out of range",
+                          value=order, expected="0..5")
+    coeff = np.asarray(header.polynom_coeff_x[: order + 1], dtype=np.float64)
+    return np.polynomial.polynomial.polyval(np.arange(1, header.xdim + 1, dtype=np.float64), coeff)
+
+
+def _layout_v2(path: str, header: SpeHeader) -> SpeLayout:
+    if header.datatype not in SPE_DTYPES:
+        raise FormatError(path, "datatype", "unknown data type code", value=header.datatype,
+                          expected=sorted(SPE_DTYPES))
+    if header.num_roi > 1:
+        raise FormatError(path, "NumROI", "files with several regions are not supported",
+                          value=header.num_roi, expected="0 or 1")
+    xdim, ydim = _positive(path, "xdim", header.xdim), _positive(path, "ydim", header.ydim)
+    dtype = SPE_DTYPES[header.datatype]
+    frame_bytes = xdim * ydim * dtype.itemsize
+    return SpeLayout(frames=_positive(path, "NumFrames", header.num_frames), ydim=ydim, xdim=xdim,
+                     dtype=dtype, frame_bytes=frame_bytes, frame_stride=frame_bytes,
+                     wavelengths=_polynomial_wavelengths(path, header))
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _child(parent: ET.Element, tag: str, **attrs: str) -> list[ET.Element]:
+    return [e for e in parent if _local(e.tag) == tag
+            and all(e.get(k) == v for k, v in attrs.items())]
+
+
+def _int_attr(path: str, element: ET.Element, name: str, minimum: int = 1) -> int:
+    field = f"XML {_local(element.tag)}[{element.get('type', '')}].{name}"
+    try:
+        value = int(element.get(name, ""))
+    except ValueError as exc:
+        raise FormatError(path, field, "missing or not an integer", value=element.get(name)) from exc
+    if value < minimum:
+        raise FormatError(path, field, f"must be at least {minimum}", value=value)
+    return value
+
+
+def _read_footer(path: str, handle, header: SpeHeader, size: int) -> ET.Element:
+    if not SPE_HEADER_BYTES <= header.xml_offset < size:
+        raise FormatError(path, "XML_Offset", "XML footer offset is outside the file",
+                          value=header.xml_offset, expected=f"{SPE_HEADER_BYTES}..{size - 1}")
+    handle.seek(header.xml_offset)
+    try:
+        root = ET.fromstring(handle.read())
+    except ET.ParseError as exc:
+        raise FormatError(path, "XML footer", f"cannot parse: {exc}") from exc
+    if _local(root.tag) != "SpeFormat":
+        raise FormatError(path, "XML footer", "root element is not SpeFormat", value=root.tag)
+    return root
+
+
+def _frame_blocks(path: str, root: ET.Element) -> tuple[ET.Element, ET.Element]:
+    """The Frame DataBlock and its single Region DataBlock."""
+    formats = _child(root, "DataFormat")
+    frames = _child(formats[0], "DataBlock", type="Frame") if formats else []
+    if len(frames) != 1:
+        raise FormatError(path, "XML DataFormat", "need exactly one Frame DataBlock",
+                          value=len(frames))
+    regions = _child(frames[0], "DataBlock", type="Region")
+    count = sum(int(r.get("count", "1") or 1) for r in regions)
+    if len(regions) != 1 or count != 1:
+        raise FormatError(path, "XML Region", "files with several regions are not supported",
+                          value=max(count, len(regions)), expected=1)
+    return frames[0], regions[0]
+
+
+def _layout_v3(path: str, root: ET.Element) -> SpeLayout:
+    frame, region = _frame_blocks(path, root)
+    pixel_format = frame.get("pixelFormat")
+    if pixel_format not in PIXEL_FORMATS:
+        raise FormatError(path, "XML pixelFormat", "unsupported pixel format",
+                          value=pixel_format, expected=sorted(PIXEL_FORMATS))
+    dtype = PIXEL_FORMATS[pixel_format]
+    width, height = _int_attr(path, region, "width"), _int_attr(path, region, "height")
+    frame_bytes = width * height * dtype.itemsize
+    size = _int_attr(path, frame, "size")
+    stride = _int_attr(path, frame, "stride")
+    if size != frame_bytes or stride < size:
+        raise FormatError(path, "XML Frame.size/stride", "inconsistent with the region",
+                          value=(size, stride), expected=f"size {frame_bytes}, stride >= size")
+    return SpeLayout(frames=_int_attr(path, frame, "count"), ydim=height, xdim=width, dtype=dtype,
+                     frame_bytes=frame_bytes, frame_stride=stride,
+                     wavelengths=_xml_wavelengths(path, root, width))
+
+
+def _parse_wavelength_text(path: str, element: ET.Element) -> np.ndarray:
+    pairs = _local(element.tag) == "WavelengthError"  # "wl,err wl,err ..."
+    text = (element.text or "").strip()
+    try:
+        if pairs:
+            return np.array([float(p.split(",")[0]) for p in text.split()], dtype=np.float64)
+        return np.array([float(t) for t in text.split(",") if t.strip()], dtype=np.float64)
+    except ValueError as exc:
+        raise FormatError(path, "XML Wavelength", "not a list of numbers", value=text[:60]) from exc
+
+
+def _sensor_slice(root: ET.Element, values: np.ndarray, xdim: int) -> np.ndarray | None:
+    """Wavelengths of the region when the mapping covers the whole sensor (SensorMapping)."""
+    mappings = [m for c in _child(root, "Calibrations") for m in _child(c, "SensorMapping")]
+    if len(mappings) != 1:
+        return None
+    try:
+        x, width = int(mappings[0].get("x", "0")), int(mappings[0].get("width", "-1"))
+        binning = int(mappings[0].get("xBinning", "1"))
+    except ValueError:
+        return None
+    if binning < 1 or width != xdim * binning or x < 0 or x + width > values.size:
+        return None
+    return values[x:x + width].reshape(xdim, binning).mean(axis=1)
+
+
+def _xml_wavelengths(path: str, root: ET.Element, xdim: int) -> np.ndarray | None:
+    mapping = [m for c in _child(root, "Calibrations") for m in _child(c, "WavelengthMapping")]
+    elements = [e for m in mapping[:1] for e in m
+                if _local(e.tag) in ("Wavelength", "WavelengthError")]
+    if not elements:
+        return None
+    values = _parse_wavelength_text(path, elements[0])
+    if values.size == xdim:
+        return values
+    sliced = _sensor_slice(root, values, xdim)
+    if sliced is None:
+        raise FormatError(path, "XML Wavelength", "wavelength count does not match the x size",
+                          value=values.size, expected=xdim)
+    return sliced
+
+
+def _check_data_size(path: str, layout: SpeLayout, available: int) -> None:
+    needed = layout.data_offset + layout.frames * layout.frame_stride
+    if needed > available:
+        raise FormatError(path, "data size", "file is too short for the frames it declares",
+                          value=f"{available} bytes", expected=f">= {needed} bytes")
+
+
+def _index(name: str, value, size: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value < size:
+        raise IndexError(f"{name}={value} out of range [0, {size})")
+    return int(value)
+
+
+class SpeFile:
+    """A memory-mapped SPE file; reads return independent native-endian arrays."""
+
+    def __init__(self, path: str, header: SpeHeader, layout: SpeLayout, xml: ET.Element | None):
+        self.path, self.header, self.layout, self.xml = path, header, layout, xml
+        self._mm: np.memmap | None = np.memmap(path, dtype=np.uint8, mode="r",
+                                               offset=layout.data_offset,
+                                               shape=(layout.frames, layout.frame_stride))
+
+    shape = property(lambda self: (self.layout.frames, self.layout.ydim, self.layout.xdim))
+    dtype = property(lambda self: self.layout.dtype.newbyteorder("="))
+    version = property(lambda self: self.header.version)
+    wavelengths = property(lambda self: self.layout.wavelengths)
+
+    def _frames(self, start: int, stop: int) -> np.ndarray:
+        if self._mm is None:
+            raise ValueError(f"{self.path}: file is closed")
+        raw = self._mm[start:stop, : self.layout.frame_bytes]
+        shape = (stop - start, self.layout.ydim, self.layout.xdim)
+        return np.ascontiguousarray(raw).view(self.layout.dtype).reshape(shape)
+
+    def read_frame(self, i: int) -> np.ndarray:
+        """Frame ``i`` as a (ydim, xdim) array."""
+        i = _index("i", i, self.layout.frames)
+        return self._frames(i, i + 1)[0].astype(self.dtype)
+
+    def read_frames(self, start: int, stop: int) -> np.ndarray:
+        """Frames ``start:stop`` as a (stop - start, ydim, xdim) array."""
+        start = _index("start", start, self.layout.frames)
+        if not start < stop <= self.layout.frames:
+            raise IndexError(f"stop={stop} out of range ({start}, {self.layout.frames}]")
+        return self._frames(start, int(stop)).astype(self.dtype)
+
+    def close(self) -> None:
+        self._mm = None  # reads return copies, so no view can outlive the mapping
+
+    def __enter__(self) -> SpeFile:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __reduce__(self):  # pickles as "open it again", e.g. for worker processes
+        return open_spe, (self.path,)
+
+
+def open_spe(path: str | os.PathLike) -> SpeFile:
+    """Open a WinSpec (2.x) or LightField (3.0) SPE file, validating header, footer and size."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            header = parse_spe_header(path, handle.read(SPE_HEADER_BYTES))
+            root = _read_footer(path, handle, header, size) if header.version >= 3 else None
+    except OSError as exc:
+        raise FormatError(path, "file", f"cannot read: {exc.strerror}") from exc
+    layout = _layout_v2(path, header) if root is None else _layout_v3(path, root)
+    _check_data_size(path, layout, size if root is None else header.xml_offset)
+    if layout.wavelengths is not None:
+        layout.wavelengths.flags.writeable = False
+    return SpeFile(path, header, layout, root)
+
+
+__all__ = ["HEADER_FIELDS", "PIXEL_FORMATS", "SPE_DTYPES", "SPE_HEADER_BYTES", "SpeFile",
+           "SpeHeader", "SpeLayout", "open_spe", "parse_spe_header"]

@@ -1,0 +1,1 @@
+"""DALI graph builders, one per modality. They import DALI, never torch, and never iterate."""

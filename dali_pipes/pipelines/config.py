@@ -1,0 +1,90 @@
+"""Decode presets: TOML files beside the builders, chosen with `config=` in make_loader."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+PRESET_DIR = Path(__file__).with_name("presets")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Every knob a preset may set; each is documented in presets/default.toml."""
+
+    num_threads: int = 0  # 0: one DALI thread per available CPU core
+    prefetch_queue_depth: int = 2
+    py_num_workers: int = 0  # parallel external_source workers (modalities that read in Python)
+    use_fast_idct: bool = False
+    jpeg_fancy_upsampling: bool = False
+    hw_decoder_load: float = 0.65
+    device_memory_padding: int = 16 * 1024 * 1024
+    host_memory_padding: int = 8 * 1024 * 1024
+    preallocate_width_hint: int = 0
+    preallocate_height_hint: int = 0
+
+    def threads(self) -> int:
+        if self.num_threads > 0:
+            return self.num_threads
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # pragma: no cover - not Linux
+            return max(1, os.cpu_count() or 1)
+
+
+def available_presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def load_config(config: str | os.PathLike | Mapping[str, Any] | PipelineConfig | None
+                ) -> PipelineConfig:
+    """A PipelineConfig from a preset name, a TOML path, a mapping, or None (default)."""
+    if isinstance(config, PipelineConfig):
+        return config
+    if config is None:
+        config = "default"
+    if isinstance(config, Mapping):
+        return _from_mapping(dict(config), "<config mapping>")
+    path = Path(config)
+    if path.suffix != ".toml" and not path.exists():
+        path = PRESET_DIR / f"{config}.toml"
+        if not path.exists():
+            raise ValueError(f"unknown decode preset {str(config)!r}; presets: "
+                             f"{', '.join(available_presets())}, or a path to a .toml file")
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from exc
+    return _from_mapping(table, str(path))
+
+
+def _from_mapping(table: dict[str, Any], where: str) -> PipelineConfig:
+    table.pop("description", None)
+    fields = {f.name: f for f in dataclasses.fields(PipelineConfig)}
+    unknown = sorted(set(table) - set(fields))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(fields)}")
+    values = {}
+    for key, value in table.items():
+        kind = type(getattr(PipelineConfig(), key))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if type(value) is not kind:
+            raise ValueError(f"{where}: {key} must be {kind.__name__}, got {value!r}")
+        values[key] = value
+    cfg = PipelineConfig(**values)
+    if cfg.num_threads < 0 or cfg.prefetch_queue_depth < 1 or cfg.py_num_workers < 0:
+        raise ValueError(f"{where}: num_threads and py_num_workers must be >= 0 and "
+                         f"prefetch_queue_depth >= 1")
+    if not 0.0 <= cfg.hw_decoder_load <= 1.0:
+        raise ValueError(f"{where}: hw_decoder_load must be in [0, 1], got {cfg.hw_decoder_load}")
+    return cfg

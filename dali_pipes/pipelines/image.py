@@ -1,0 +1,72 @@
+"""The image graph: region-of-interest JPEG decode, resize, flip + normalize.
+
+Inputs (fed by the loader through `external_source`, in this order per batch):
+  "jpegs"  uint8 (n_bytes,)  encoded files
+  "anchor" int32 (2,)        crop window top, left in source pixels (from the plan)
+  "shape"  int32 (2,)        crop window height, width
+  "mirror" int32 ()          1 to flip horizontally
+Output "image": float32 (3, size, size) normalized with ImageNet mean/std.
+
+Decoding only the crop window (`decoders.image_slice`) skips the scanlines outside it and
+leaves less to resize; on DALI's CPU backend it is about 25% faster than decode-then-crop.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import nvidia.dali.fn as fn
+import nvidia.dali.types as types
+from nvidia.dali import Pipeline
+
+from dali_pipes.pipelines.config import PipelineConfig
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+INPUTS = ("jpegs", "anchor", "shape", "mirror")
+OUTPUTS = ("image",)
+
+
+def new_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, config: PipelineConfig,
+                 device_id: int | None = None, seed: int = 0) -> Pipeline:
+    """An empty pipeline for either backend (`device_id=None` on the CPU backend)."""
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    return Pipeline(batch_size=batch_size, num_threads=config.threads(),
+                    device_id=(device_id or 0) if device == "gpu" else None,
+                    prefetch_queue_depth=config.prefetch_queue_depth, seed=seed,
+                    exec_dynamic=True)
+
+
+def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size: int,
+                         config: PipelineConfig, device_id: int | None = None) -> Pipeline:
+    """Define (not build) the image graph. DALI checks every operator argument here."""
+    pipe = new_pipeline(device=device, batch_size=batch_size, config=config,
+                        device_id=device_id)
+    with pipe:
+        jpegs, anchor, shape, mirror = (
+            fn.external_source(name=name, dtype=dtype, ndim=ndim, no_copy=True)
+            for name, dtype, ndim in (("jpegs", types.UINT8, 1), ("anchor", types.INT32, 1),
+                                      ("shape", types.INT32, 1), ("mirror", types.INT32, 0)))
+        images = _decode_window(jpegs, anchor, shape, device, config)
+        images = fn.resize(images, device=device, size=[size, size], antialias=True,
+                           interp_type=types.INTERP_LINEAR)
+        images = fn.crop_mirror_normalize(
+            images, device=device, mirror=mirror, dtype=types.FLOAT, output_layout="CHW",
+            mean=[m * 255 for m in IMAGENET_MEAN], std=[s * 255 for s in IMAGENET_STD])
+        pipe.set_outputs(images)
+    return pipe
+
+
+def _decode_window(jpegs, anchor, shape, device: str, config: PipelineConfig):
+    common = dict(axis_names="HW", normalized_anchor=False, normalized_shape=False,
+                  output_type=types.RGB, adjust_orientation=False,
+                  jpeg_fancy_upsampling=config.jpeg_fancy_upsampling)
+    if device == "cpu":
+        return fn.decoders.image_slice(jpegs, anchor, shape, device="cpu",
+                                       use_fast_idct=config.use_fast_idct, **common)
+    return fn.decoders.image_slice(
+        jpegs, anchor, shape, device="mixed", hw_decoder_load=config.hw_decoder_load,
+        device_memory_padding=config.device_memory_padding,
+        host_memory_padding=config.host_memory_padding,
+        preallocate_width_hint=config.preallocate_width_hint,
+        preallocate_height_hint=config.preallocate_height_hint, **common)

@@ -1,0 +1,24 @@
+"""Batch schemas, declared once and shared by both backends (numpy dtype names).
+
+Each entry: name -> (dtype, layout). Layout letters: B batch, C channels, H/W height and
+width, T time. Every batch of every modality also holds "index".
+"""
+from __future__ import annotations
+
+IMAGE = {
+    "image": ("float32", "BCHW"),
+    "label": ("int64", "B"),
+    "index": ("int64", "B"),
+}
+SOURCE_ID = {"source_id": ("int64", "B")}
+
+SCHEMAS = {"image": IMAGE}
+
+
+def schema_for(modality: str, multi_source: bool = False) -> dict[str, tuple[str, str]]:
+    if modality not in SCHEMAS:
+        raise ValueError(f"unknown modality {modality!r}; known: {sorted(SCHEMAS)}")
+    schema = dict(SCHEMAS[modality])
+    if multi_source:
+        schema.update(SOURCE_ID)
+    return schema

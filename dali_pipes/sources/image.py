@@ -1,0 +1,40 @@
+"""Image source: JPEG files in class folders, addressed by dataset index."""
+from __future__ import annotations
+
+import numpy as np
+
+from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.sources.folders import PathLike, list_class_folders
+
+# Files with these suffixes are samples; one that does not hold a JPEG is reported as a bad
+# sample (under on_error), never silently left out.
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp", ".gif",
+                              ".tif", ".tiff", ".webp"})
+
+
+class ImageFolderSource:
+    """`root/<class>/<image>` (or a list of such roots, one per source)."""
+
+    def __init__(self, data: PathLike | list[PathLike]):
+        listing = list_class_folders(data, IMAGE_EXTENSIONS, "image")
+        self.roots = listing.roots
+        self.classes = listing.classes
+        self.files = listing.files
+        self.labels = listing.labels
+        self.source_ids = listing.source_ids
+        self.ignored = listing.ignored
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def path(self, index: int) -> str:
+        return self.files[index]
+
+    def read(self, index: int) -> np.ndarray:
+        """The file's bytes as a uint8 array (OSError names the file)."""
+        return np.fromfile(self.files[index], dtype=np.uint8)
+
+    def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
+        """(bytes, (height, width)); FormatError when the file is not a complete JPEG."""
+        data = self.read(index)
+        return data, jpeg_size(data, self.files[index])

@@ -1,0 +1,127 @@
+"""Band selection: PCA and mutual information on synthetic cubes, wavelength ranges."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dali_pipes.bands import bands_in_range, mutual_information, select_bands
+
+B, H, W = 12, 20, 24
+
+
+def _cube(seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(B, H, W)).astype(np.float32)
+
+
+def _labelled_cube(informative: int = 7):
+    """A cube where only band ``informative`` depends on the label (1 or 2; 0 = unlabeled)."""
+    rng = np.random.default_rng(1)
+    labels = rng.integers(1, 3, size=(H, W))
+    labels[:2] = 0
+    cube = rng.normal(size=(B, H, W))
+    cube[informative] += 4.0 * labels
+    return cube, labels
+
+
+class _FakeCube:
+    """The read_patch protocol over an array, counting reads."""
+
+    def __init__(self, array):
+        self.array, self.shape, self.reads = array, array.shape, 0
+
+    def read_patch(self, y, x, h, w, bands=None):
+        self.reads += 1
+        sel = slice(None) if bands is None else list(bands)
+        return self.array[sel, y:y + h, x:x + w].copy()
+
+
+@pytest.mark.parametrize("k", [1, 3, B])
+def test_pca_distinct_valid_deterministic(k):
+    cube = _cube()
+    picked = select_bands(cube, k, n_pixels=200, seed=4)
+    assert len(picked) == k == len(set(picked)) and picked == sorted(picked)
+    assert all(0 <= b < B for b in picked) and all(type(b) is int for b in picked)
+    assert picked == select_bands(cube, k, n_pixels=200, seed=4)
+
+
+def test_pca_spreads_over_directions():
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(2, H, W))
+    # bands 0-5 are copies of signal a (plus a little noise), 6-11 of an independent signal b
+    cube = np.concatenate([a + 0.01 * rng.normal(size=(6, H, W)),
+                           b + 0.01 * rng.normal(size=(6, H, W))])
+    picked = select_bands(cube, 2)
+    assert min(picked) < 6 <= max(picked)  # one band per group, not two near-copies
+
+
+def test_mi_prefers_informative_band():
+    cube, labels = _labelled_cube(informative=7)
+    picked = select_bands(cube, 1, method="mi", labels=labels)
+    assert picked == [7]
+    three = select_bands(cube, 3, method="mi", labels=labels, seed=5)
+    assert 7 in three and len(set(three)) == 3
+    assert three == select_bands(cube, 3, method="mi", labels=labels, seed=5)
+
+
+def test_mutual_information_scores():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, size=500)
+    values = np.stack([labels + 0.01 * rng.normal(size=500), rng.normal(size=500)], axis=1)
+    scores = mutual_information(values, labels)
+    assert scores[0] == pytest.approx(np.log(3), rel=0.05) and scores[1] < 0.1
+
+
+def test_cube_object_is_read_by_rows():
+    cube, labels = _labelled_cube()
+    fake = _FakeCube(cube)
+    assert select_bands(fake, 2, method="mi", labels=labels) == \
+        select_bands(cube, 2, method="mi", labels=labels)
+    assert fake.reads <= H
+
+
+def test_with_envi_cube(tmp_path):
+    envi = pytest.importorskip("spectral.io.envi")
+    from dali_pipes.formats import open_envi
+    array = _cube()
+    envi.save_image(str(tmp_path / "c.hdr"), array.transpose(1, 2, 0), interleave="bil")
+    with open_envi(tmp_path / "c.hdr") as cube:
+        picked = select_bands(cube, 4, n_pixels=100)
+        assert picked == select_bands(array, 4, n_pixels=100)
+        assert cube.read_patch(0, 0, 2, 2, bands=picked).shape == (4, 2, 2)
+
+
+def test_non_finite_pixels_are_ignored():
+    cube = _cube()
+    cube[:, 0, :] = np.nan
+    assert len(select_bands(cube, 3)) == 3
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"k": 0}, "k must"), ({"k": B + 1}, "exceeds"), ({"k": 2, "method": "lda"}, "method"),
+    ({"k": 2, "method": "mi"}, "needs labels"), ({"k": 2, "n_pixels": 0}, "n_pixels"),
+    ({"k": 2, "method": "mi", "labels": np.ones((H, W + 1))}, "labels shape"),
+    ({"k": 2, "method": "mi", "labels": np.zeros((H, W))}, "no labeled"),
+])
+def test_select_bands_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        select_bands(_cube(), **kwargs)
+
+
+def test_select_bands_rejects_other_inputs():
+    with pytest.raises(ValueError, match="bands, lines, samples"):
+        select_bands(np.zeros((3, 4)), 1)
+    with pytest.raises(TypeError, match="cube_or_array"):
+        select_bands([[1.0]], 1)
+
+
+def test_bands_in_range():
+    wavelengths = np.array([400.0, 450.0, 500.0, 550.0, 600.0])
+    assert bands_in_range(wavelengths, 450, 550) == [1, 2, 3]
+    assert bands_in_range(list(wavelengths), 0, 1000) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="no band .* covers 400..600"):
+        bands_in_range(wavelengths, 610, 700)
+    with pytest.raises(ValueError, match="no wavelengths"):
+        bands_in_range(None, 400, 500)
+    with pytest.raises(ValueError, match="low_nm <= high_nm"):
+        bands_in_range(wavelengths, 500, 400)

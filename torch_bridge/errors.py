@@ -1,0 +1,67 @@
+"""Per-sample failures: raised with context, or counted and named under on_error="skip"."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal, TypeVar
+
+T = TypeVar("T")
+OnError = Literal["raise", "skip"]
+
+
+class SampleError(RuntimeError):
+    """A sample could not be read or decoded; the message names its file and index.
+
+    Constructible from the message alone, so DataLoader workers can re-raise it in the
+    consumer process unchanged.
+    """
+
+    def __init__(self, message: str, *, index: int | None = None, path: str | None = None):
+        super().__init__(message)
+        self.index = index
+        self.path = path
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """One sample left out of a batch under on_error="skip"."""
+
+    index: int
+    path: str
+    epoch: int
+    reason: str
+
+
+def sample_error(index: int, path: str, exc: BaseException) -> SampleError:
+    return SampleError(f"sample {index} ({path}): {type(exc).__name__}: {exc}",
+                       index=index, path=path)
+
+
+class SampleGuard:
+    """Applies on_error to per-sample work and remembers samples known to be bad."""
+
+    def __init__(self, on_error: OnError):
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        self.on_error = on_error
+        self.skipped: list[Skipped] = []
+        self.known_bad: dict[int, str] = {}
+
+    def fail(self, index: int, path: str, epoch: int, exc: BaseException) -> None:
+        """Raise SampleError (on_error="raise") or record the skip."""
+        if self.on_error == "raise":
+            raise sample_error(index, path, exc) from exc
+        reason = f"{type(exc).__name__}: {exc}"
+        self.known_bad[index] = reason
+        self.skipped.append(Skipped(int(index), path, epoch, reason))
+
+    def run(self, index: int, path: str, epoch: int, work: Callable[[], T]) -> T | None:
+        """`work()`, or None when it failed and the sample is skipped."""
+        reason = self.known_bad.get(index)
+        if reason is not None:
+            self.skipped.append(Skipped(int(index), path, epoch, reason))
+            return None
+        try:
+            return work()
+        except (OSError, ValueError, RuntimeError) as exc:
+            self.fail(index, path, epoch, exc)
+            return None

@@ -1,0 +1,134 @@
+"""The Loader every backend hands to a training loop, and make_loader() that builds it."""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, Literal
+
+import torch
+
+from torch_bridge.errors import SampleGuard, Skipped
+from torch_bridge.plan import EpochPlan
+
+STATE_VERSION = 1
+
+
+class Loader:
+    """Iterates an EpochPlan through an engine (DALI or torch) and keeps the pass state.
+
+    `len()` is the batches per epoch on this rank. A full pass advances the epoch by one;
+    `set_epoch(e)` chooses the epoch of the next pass. `state_dict()` records the epoch and
+    the batches yielded in it, and a loader given that state continues exactly there.
+    """
+
+    def __init__(self, engine, plan: EpochPlan, guard: SampleGuard, *, modality: str,
+                 backend: str):
+        self._engine, self.plan, self._guard = engine, plan, guard
+        self.modality, self.backend = modality, backend
+        self.epoch = 0
+        self._consumed = 0  # plan batches consumed in the current pass
+        self._resume_from = 0  # where the next pass starts (non-zero after load_state_dict)
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        """Every sample left out under on_error="skip", with its file, epoch and reason."""
+        return list(self._guard.skipped)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch of the next pass. Setting the epoch a loaded state is in keeps
+        its position, so a resumed loop may call set_epoch as usual."""
+        if epoch != self.epoch:
+            self.epoch, self._resume_from = int(epoch), 0
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        epoch, start = self.epoch, self._resume_from
+        self._resume_from, self._consumed = 0, start
+        for position, batch in self._engine.iterate(epoch, start):
+            self._consumed = position + 1
+            if batch is not None:
+                yield batch
+        self.epoch, self._consumed = epoch + 1, 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"version": STATE_VERSION, "epoch": self.epoch,
+                "batches_consumed": self._consumed, "num_batches": len(self.plan),
+                "seed": self.plan.seed, "world_size": self.plan.world_size,
+                "rank": self.plan.rank, "num_samples": self.plan.num_samples}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("num_samples", "seed", "world_size", "num_batches"):
+            mine = {"num_samples": self.plan.num_samples, "seed": self.plan.seed,
+                    "world_size": self.plan.world_size, "num_batches": len(self.plan)}[key]
+            if state.get(key) != mine:
+                raise ValueError(f"load_state_dict: {key} is {state.get(key)!r} in the state "
+                                 f"but {mine!r} in this loader; resuming would reorder data")
+        self.epoch = int(state["epoch"])
+        self._resume_from = self._consumed = int(state["batches_consumed"])
+
+    def close(self) -> None:
+        self._engine.close()
+
+
+def _resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    if rank is not None and world_size is not None:
+        return rank, world_size
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        found = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    else:
+        found = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    return (found[0] if rank is None else rank), (found[1] if world_size is None else world_size)
+
+
+def _resolve_device(device: str | torch.device) -> torch.device:
+    dev = torch.device(device)
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available")
+    return dev
+
+
+def _modality(name: str, data, seed: int, options: dict):
+    if name == "image":
+        from torch_bridge.modalities.image import ImageModality
+        return ImageModality(data, seed=seed, **options)
+    if name in ("video", "hyperspectral", "fusion"):
+        raise NotImplementedError(f"modality {name!r} is not implemented yet")
+    raise ValueError(f"unknown modality {name!r}; expected image, video, hyperspectral "
+                     f"or fusion")
+
+
+def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], data, *,
+                backend: Literal["dali", "torch"] = "dali", batch_size: int = 64,
+                device: str = "cpu", shuffle: bool = True, seed: int = 0,
+                drop_last: bool = False, rank: int | None = None,
+                world_size: int | None = None, on_error: Literal["raise", "skip"] = "raise",
+                config=None, reference=None, **modality_options) -> Loader:
+    """A drop-in iterable of batch dicts; see CONTRACT.md for every option.
+
+    `config` (DALI backend): a decode preset name ("default", "throughput", "low_memory",
+    "exact"), a path to a preset TOML file, or a mapping of preset keys.
+    `reference` (torch backend): a ReferenceOptions or a mapping of its fields.
+    """
+    from torch_bridge.reference import ReferenceOptions
+
+    dev = _resolve_device(device)
+    guard = SampleGuard(on_error)
+    mod = _modality(modality, data, seed, modality_options)
+    rank, world_size = _resolve_rank(rank, world_size)
+    plan = EpochPlan(len(mod), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
+                     rank=rank, world_size=world_size)
+    if backend == "dali":
+        from dali_pipes.pipelines.config import load_config
+        from torch_bridge.dali_engine import DaliEngine
+        engine = DaliEngine(mod, plan, device=dev, config=load_config(config), guard=guard)
+    elif backend == "torch":
+        from torch_bridge.reference import TorchEngine
+        opts = reference if isinstance(reference, ReferenceOptions) else \
+            ReferenceOptions(**(reference or {}))
+        engine = TorchEngine(mod, plan, device=dev, guard=guard, options=opts)
+    else:
+        raise ValueError(f"backend must be 'dali' or 'torch', got {backend!r}")
+    return Loader(engine, plan, guard, modality=modality, backend=backend)

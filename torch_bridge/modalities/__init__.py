@@ -1,0 +1,1 @@
+"""What each modality contributes to the shared engines: reads, feeds, graph, reference."""

@@ -1,0 +1,95 @@
+"""The image modality: JPEG class folders -> normalized crops and labels."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from dali_pipes.augment import image_params
+from dali_pipes.pipelines import image as image_graph
+from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.sources.image import ImageFolderSource
+from torch_bridge.errors import SampleGuard
+
+_MEAN = torch.tensor(image_graph.IMAGENET_MEAN).view(1, 3, 1, 1) * 255
+_STD = torch.tensor(image_graph.IMAGENET_STD).view(1, 3, 1, 1) * 255
+
+
+class ImageModality:
+    """Options: `size` (output side, default 224) and `train` (random resized crop + flip,
+    default True; False: resize shorter side to size/0.875 and crop the centre)."""
+
+    name = "image"
+    dali_outputs = image_graph.OUTPUTS
+
+    def __init__(self, data, *, seed: int, size: int = 224, train: bool = True):
+        if not isinstance(size, int) or size <= 0:
+            raise ValueError(f"size must be a positive int, got {size!r}")
+        self.source = ImageFolderSource(data)
+        self.multi_source = isinstance(data, (list, tuple))
+        self.seed, self.size, self.train = seed, size, train
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def path(self, index: int) -> str:
+        return self.source.path(index)
+
+    def meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """Fields that do not pass through DALI: labels, indices, source ids."""
+        out = {"label": self.source.labels[indices], "index": np.asarray(indices, np.int64)}
+        if self.multi_source:
+            out["source_id"] = self.source.source_ids[indices]
+        return out
+
+    # DALI backend -------------------------------------------------------------------
+    def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
+                       device_id: int | None = None):
+        return image_graph.build_image_pipeline(device=device, batch_size=batch_size,
+                                                size=self.size, config=config,
+                                                device_id=device_id)
+
+    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
+              ) -> tuple[dict[str, list[np.ndarray]], np.ndarray]:
+        """Read and check a batch's files; crop parameters for the good ones, vectorised."""
+        datas, sizes, kept = [], [], []
+        for index in indices.tolist():
+            got = guard.run(index, self.path(index), epoch,
+                            lambda: self.source.read_checked(index))
+            if got is not None:
+                datas.append(got[0])
+                sizes.append(got[1])
+                kept.append(index)
+        kept_arr = np.asarray(kept, dtype=np.int64)
+        if not kept:
+            return {}, kept_arr
+        hw = np.asarray(sizes, dtype=np.int64)
+        windows, flip = image_params(self.seed, epoch, kept_arr, hw[:, 0], hw[:, 1],
+                                     size=self.size, train=self.train)
+        windows = windows.astype(np.int32)
+        return {"jpegs": datas, "anchor": list(windows[:, :2]), "shape": list(windows[:, 2:]),
+                "mirror": list(flip.astype(np.int32))}, kept_arr
+
+    # torch reference backend ----------------------------------------------------------
+    def load(self, epoch: int, index: int) -> dict[str, torch.Tensor]:
+        """One sample decoded and cropped with torchvision: uint8 (3, size, size)."""
+        from torchvision.io import ImageReadMode, decode_jpeg
+        from torchvision.transforms.v2 import functional as F
+
+        data, (h, w) = self.source.read_checked(index)
+        idx = np.array([index])
+        windows, flip = image_params(self.seed, epoch, idx, np.array([h]), np.array([w]),
+                                     size=self.size, train=self.train)
+        image = decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
+        top, left, ch, cw = windows[0].tolist()
+        image = F.resized_crop(image, top, left, ch, cw, [self.size, self.size],
+                               interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+        if flip[0]:
+            image = image.flip(-1)
+        return {"image": image}
+
+    def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Batch-level work on the target device: uint8 -> normalized float32."""
+        image = batch["image"]
+        mean, std = _MEAN.to(image.device), _STD.to(image.device)
+        batch["image"] = (image.float() - mean) / std
+        return batch

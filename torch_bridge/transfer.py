@@ -1,0 +1,28 @@
+"""Moving DALI outputs into torch tensors on the requested device (one copy)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from nvidia.dali.backend import TensorListCPU, TensorListGPU
+
+
+def dali_to_torch(tensor_list, device: torch.device) -> torch.Tensor:
+    """A dense (B, ...) torch tensor on `device` holding a copy of a uniform TensorList."""
+    from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
+
+    if isinstance(tensor_list, TensorListGPU):
+        dense = tensor_list.as_tensor()
+        out = torch.empty(dense.shape(), dtype=to_torch_type[dense.dtype], device=device)
+        feed_ndarray(dense, out, cuda_stream=torch.cuda.current_stream(device))
+        return out
+    if not isinstance(tensor_list, TensorListCPU):
+        raise TypeError(f"expected a DALI TensorList, got {type(tensor_list).__name__}")
+    out = torch.from_numpy(np.array(tensor_list.as_tensor()))  # the copy: DALI reuses buffers
+    return out.to(device, non_blocking=True) if device.type == "cuda" else out
+
+
+def attach_meta(batch: dict, modality, kept: np.ndarray, device: torch.device) -> dict:
+    """Add the fields that bypass decoding (labels, indices, source ids) to a batch."""
+    for name, values in modality.meta(np.asarray(kept, dtype=np.int64)).items():
+        batch[name] = torch.from_numpy(np.ascontiguousarray(values)).to(device)
+    return batch
