@@ -48,7 +48,8 @@ def _draw_objects(rng: np.random.Generator, img: np.ndarray) -> None:
     yy, xx = np.mgrid[0:height, 0:width]
     for _ in range(int(rng.integers(2, 6))):
         cy, cx = rng.uniform(0, height), rng.uniform(0, width)
-        ry, rx = rng.uniform(15, height / 3), rng.uniform(15, width / 3)
+        ry = rng.uniform(min(15.0, height / 6), height / 3)
+        rx = rng.uniform(min(15.0, width / 6), width / 3)
         mask = ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 < 1.0
         shade = (xx[mask] - cx) / rx * rng.uniform(10, 40)
         img[mask] = rng.uniform(20, 235, size=3) + shade[:, None]

@@ -13,7 +13,8 @@ Rules, in the order they are applied:
    only the last one (in the caller's order) is kept.
 3. Query times. The sensor is sampled at `frame_ts + offset` (offset in sensor-clock seconds).
 4. Bracketing. For a query time q, `lo` is the last sample with t <= q and `hi` the first with
-   t > q. An exact hit (q == t[k]) therefore returns sample k itself for every method.
+   t > q. An exact hit (q == t[k]) therefore returns sample k itself for every method
+   (normalised, for "slerp"). Values are not checked: a NaN value reaches the frames using it.
 5. Values. "linear": straight-line interpolation per channel. "slerp": spherical interpolation
    of unit quaternions (x, y, z, w; scalar last, as scipy); inputs are normalised, the shorter
    arc is taken when neighbours have opposite signs, results are unit quaternions. "previous":

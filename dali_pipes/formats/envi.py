@@ -51,10 +51,6 @@ class EnviHeader:
         """The on-disk dtype, byte order included."""
         return ENVI_DTYPES[self.data_type].newbyteorder(_BYTE_ORDERS[self.byte_order])
 
-    @property
-    def data_bytes(self) -> int:
-        return self.samples * self.lines * self.bands * self.dtype.itemsize
-
 
 def _split_fields(path: str, text: str) -> dict[str, str]:
     """``key = value`` pairs (keys lower-cased); ``{...}`` values may span several lines."""
@@ -140,10 +136,6 @@ def parse_envi_header(path: str | os.PathLike, text: str) -> EnviHeader:
         if key not in fields:
             raise FormatError(path, key, "required key is missing")
     bands = _int_field(path, fields, "bands", 1)
-    bbl = _list_field(path, fields, "bbl", bands)
-    if bbl is not None:
-        bbl = np.not_equal(bbl, 0)
-        bbl.flags.writeable = False
     return EnviHeader(
         samples=_int_field(path, fields, "samples", 1),
         lines=_int_field(path, fields, "lines", 1), bands=bands,
@@ -154,7 +146,7 @@ def parse_envi_header(path: str | os.PathLike, text: str) -> EnviHeader:
         wavelength=_list_field(path, fields, "wavelength", bands, np.float64),
         wavelength_units=fields.get("wavelength units"),
         fwhm=_list_field(path, fields, "fwhm", bands, np.float64),
-        bbl=bbl,
+        bbl=_list_field(path, fields, "bbl", bands, bool),
         band_names=_list_field(path, fields, "band names", bands, None),
         data_ignore_value=_float_field(path, fields, "data ignore value"),
         reflectance_scale_factor=_float_field(path, fields, "reflectance scale factor"),
@@ -184,13 +176,14 @@ def locate_envi_files(path: str | os.PathLike) -> tuple[str, str]:
     if name.lower().endswith(".hdr"):
         stem = name[:-4]
         candidates = [stem + ext for ext in _DATA_EXTENSIONS]
-        candidates += [os.path.splitext(stem)[0] + e for e in _DATA_EXTENSIONS[1:]]
+        candidates = list(dict.fromkeys(  # x.img.hdr: x.img first, then x.dat, x.raw, ...
+            candidates + [os.path.splitext(stem)[0] + e for e in _DATA_EXTENSIONS[1:]]))
         data = _find_beside(directory, candidates)
         if not os.path.isfile(path):
             raise FormatError(path, "header", "file not found")
         if data is None:
             raise FormatError(path, "data file", "no data file beside the header",
-                              expected=f"one of {[c for c in candidates if c]}")
+                              expected=f"one of {candidates}")
         return path, data
     if not os.path.isfile(path):
         raise FormatError(path, "data file", "file not found")
@@ -300,10 +293,11 @@ def open_envi(path: str | os.PathLike) -> EnviCube:
     header_path, data_path = locate_envi_files(path)
     header = read_envi_header(header_path)
     found = os.path.getsize(data_path)
-    expected = header.header_offset + header.data_bytes
+    pixels = header.samples * header.lines * header.bands
+    expected = header.header_offset + pixels * header.dtype.itemsize
     if found != expected:
-        what = "data file is truncated" if found < expected else "data file is larger than the header says"
-        raise FormatError(data_path, "data size", f"{what} (header {header_path})",
+        what = "truncated" if found < expected else "larger than the header says"
+        raise FormatError(data_path, "data size", f"data file is {what} (header {header_path})",
                           value=f"{found} bytes", expected=f"{expected} bytes")
     return EnviCube(header_path, data_path, header)
 

@@ -71,8 +71,10 @@ def _walk_markers(view, path) -> tuple[tuple[int, int] | None, int]:
             raise FormatError(path, f"segment 0x{marker:02x} length", "header segment runs "
                               "past the end of the file", value=length)
         if marker in _SOF:
-            if length < 8:
-                raise FormatError(path, "SOF length", "frame header too short", value=length)
+            if length < 8 or length != 8 + 3 * view[pos + 9]:
+                raise FormatError(path, "SOF length", "frame header length does not match "
+                                  "its component count", value=length,
+                                  expected=f"8 + 3 * {view[pos + 9]}")
             size = ((view[pos + 5] << 8) | view[pos + 6], (view[pos + 7] << 8) | view[pos + 8])
         elif marker == _SOS:
             return size, pos + 2 + length

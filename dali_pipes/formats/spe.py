@@ -1,18 +1,16 @@
 """Princeton Instruments SPE files (WinSpec 2.x and LightField 3.0), read through ``np.memmap``.
 
-Layout (little-endian): a 4100-byte binary header, then the frames, then (3.0 only) an XML
-footer at the offset stored in the header. In 3.0 files the footer is authoritative for frame
-count, pixel format, region size and frame stride (which includes per-frame metadata).
-Files with more than one region (ROI) raise FormatError: their frames are not one 2-D array.
-2.x wavelengths come from the x calibration polynomial, evaluated at pixels 1..xdim (WinSpec
-numbers pixels from 1).
+Little-endian: a 4100-byte binary header, the frames, then (3.0 only) an XML footer at the
+offset stored in the header; it is authoritative for frame count, pixel format, region size and
+frame stride (which includes per-frame metadata). Several regions (ROIs) raise FormatError.
+2.x wavelengths: the x calibration polynomial at pixels 1..xdim (WinSpec counts from 1).
 """
 from __future__ import annotations
 
 import os
 import struct
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -21,6 +19,7 @@ import numpy as np
 from dali_pipes.formats.errors import FormatError
 
 SPE_HEADER_BYTES = 4100
+MAX_FOOTER_BYTES = 64 << 20  # LightField footers are kilobytes; more means a bad offset
 #: binary header "datatype" code -> little-endian numpy dtype
 SPE_DTYPES: Mapping[int, np.dtype] = MappingProxyType({
     0: np.dtype("<f4"), 1: np.dtype("<i4"), 2: np.dtype("<i2"), 3: np.dtype("<u2"),
@@ -132,16 +131,18 @@ def _int_attr(path: str, element: ET.Element, name: str, minimum: int = 1) -> in
     try:
         value = int(element.get(name, ""))
     except ValueError as exc:
-        raise FormatError(path, field, "missing or not an integer", value=element.get(name)) from exc
+        raise FormatError(path, field, "missing or not an integer",
+                          value=element.get(name)) from exc
     if value < minimum:
         raise FormatError(path, field, f"must be at least {minimum}", value=value)
     return value
 
 
 def _read_footer(path: str, handle, header: SpeHeader, size: int) -> ET.Element:
-    if not SPE_HEADER_BYTES <= header.xml_offset < size:
-        raise FormatError(path, "XML_Offset", "XML footer offset is outside the file",
-                          value=header.xml_offset, expected=f"{SPE_HEADER_BYTES}..{size - 1}")
+    if not max(SPE_HEADER_BYTES, size - MAX_FOOTER_BYTES) <= header.xml_offset < size:
+        raise FormatError(path, "XML_Offset", "XML footer offset is outside the file's end",
+                          value=header.xml_offset,
+                          expected=f"{max(SPE_HEADER_BYTES, size - MAX_FOOTER_BYTES)}..{size - 1}")
     handle.seek(header.xml_offset)
     try:
         root = ET.fromstring(handle.read())
@@ -160,7 +161,7 @@ def _frame_blocks(path: str, root: ET.Element) -> tuple[ET.Element, ET.Element]:
         raise FormatError(path, "XML DataFormat", "need exactly one Frame DataBlock",
                           value=len(frames))
     regions = _child(frames[0], "DataBlock", type="Region")
-    count = sum(int(r.get("count", "1") or 1) for r in regions)
+    count = sum(_int_attr(path, r, "count") if "count" in r.attrib else 1 for r in regions)
     if len(regions) != 1 or count != 1:
         raise FormatError(path, "XML Region", "files with several regions are not supported",
                           value=max(count, len(regions)), expected=1)
@@ -187,10 +188,9 @@ def _layout_v3(path: str, root: ET.Element) -> SpeLayout:
 
 
 def _parse_wavelength_text(path: str, element: ET.Element) -> np.ndarray:
-    pairs = _local(element.tag) == "WavelengthError"  # "wl,err wl,err ..."
     text = (element.text or "").strip()
     try:
-        if pairs:
+        if _local(element.tag) == "WavelengthError":  # "wl,err wl,err ..."
             return np.array([float(p.split(",")[0]) for p in text.split()], dtype=np.float64)
         return np.array([float(t) for t in text.split(",") if t.strip()], dtype=np.float64)
     except ValueError as exc:
@@ -228,13 +228,6 @@ def _xml_wavelengths(path: str, root: ET.Element, xdim: int) -> np.ndarray | Non
     return sliced
 
 
-def _check_data_size(path: str, layout: SpeLayout, available: int) -> None:
-    needed = layout.data_offset + layout.frames * layout.frame_stride
-    if needed > available:
-        raise FormatError(path, "data size", "file is too short for the frames it declares",
-                          value=f"{available} bytes", expected=f">= {needed} bytes")
-
-
 def _index(name: str, value, size: int) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -248,9 +241,8 @@ class SpeFile:
 
     def __init__(self, path: str, header: SpeHeader, layout: SpeLayout, xml: ET.Element | None):
         self.path, self.header, self.layout, self.xml = path, header, layout, xml
-        self._mm: np.memmap | None = np.memmap(path, dtype=np.uint8, mode="r",
-                                               offset=layout.data_offset,
-                                               shape=(layout.frames, layout.frame_stride))
+        self._mm: np.memmap | None = np.memmap(path, np.uint8, "r", layout.data_offset,
+                                               (layout.frames, layout.frame_stride))
 
     shape = property(lambda self: (self.layout.frames, self.layout.ydim, self.layout.xdim))
     dtype = property(lambda self: self.layout.dtype.newbyteorder("="))
@@ -270,10 +262,10 @@ class SpeFile:
         return self._frames(i, i + 1)[0].astype(self.dtype)
 
     def read_frames(self, start: int, stop: int) -> np.ndarray:
-        """Frames ``start:stop`` as a (stop - start, ydim, xdim) array."""
+        """Frames ``start:stop`` (start < stop) as a (stop - start, ydim, xdim) array."""
         start = _index("start", start, self.layout.frames)
-        if not start < stop <= self.layout.frames:
-            raise IndexError(f"stop={stop} out of range ({start}, {self.layout.frames}]")
+        if not isinstance(stop, (int, np.integer)) or not start < stop <= self.layout.frames:
+            raise IndexError(f"stop={stop!r} must be an int in ({start}, {self.layout.frames}]")
         return self._frames(start, int(stop)).astype(self.dtype)
 
     def close(self) -> None:
@@ -300,7 +292,11 @@ def open_spe(path: str | os.PathLike) -> SpeFile:
     except OSError as exc:
         raise FormatError(path, "file", f"cannot read: {exc.strerror}") from exc
     layout = _layout_v2(path, header) if root is None else _layout_v3(path, root)
-    _check_data_size(path, layout, size if root is None else header.xml_offset)
+    available = size if root is None else header.xml_offset  # 3.0: the footer follows the data
+    needed = layout.data_offset + layout.frames * layout.frame_stride
+    if needed > available:
+        raise FormatError(path, "data size", "file is too short for the frames it declares",
+                          value=f"{available} bytes", expected=f">= {needed} bytes")
     if layout.wavelengths is not None:
         layout.wavelengths.flags.writeable = False
     return SpeFile(path, header, layout, root)
