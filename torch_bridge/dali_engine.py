@@ -63,8 +63,9 @@ class DaliEngine:
         pending: deque = deque()
         self._fill(pipe, epoch, plan_batches, pending)
         while pending:
-            position, kept, feeds = pending.popleft()
+            position, kept, feeds, skips = pending.popleft()
             if kept is None:
+                self.guard.skipped.extend(skips)
                 yield position, None
                 continue
             try:
@@ -77,6 +78,7 @@ class DaliEngine:
             self._in_flight -= 1
             if feeds is _PADDING:
                 continue
+            self.guard.skipped.extend(skips)  # recorded once, when the batch is consumed
             self._feed_one(pipe, epoch, plan_batches, pending)
             batch = {name: dali_to_torch(out, self.device)
                      for name, out in zip(self.modality.dali_outputs, outputs)}
@@ -97,7 +99,7 @@ class DaliEngine:
             return
         for _ in range(depth - len(fed)):  # an epoch shorter than the prefetch depth
             fed.append(fed[-1])
-            pending.append((None, np.empty(0, np.int64), _PADDING))
+            pending.append((None, np.empty(0, np.int64), _PADDING, []))
         for feeds in fed:
             self._feed_pipe(pipe, feeds)
         pipe.schedule_run()
@@ -114,11 +116,14 @@ class DaliEngine:
     def _next_feeds(self, epoch: int, plan_batches, pending: deque, fed: list) -> bool:
         """Prepare the next plan batch with samples; False when the pass has no more."""
         for position, indices in plan_batches:
+            mark = len(self.guard.skipped)
             feeds, kept = self.modality.feeds(epoch, indices, self.guard)
+            skips = self.guard.skipped[mark:]
+            del self.guard.skipped[mark:]
             if len(kept) == 0:
-                pending.append((position, None, None))
+                pending.append((position, None, None, skips))
                 continue
-            pending.append((position, kept, feeds))
+            pending.append((position, kept, feeds, skips))
             fed.append(feeds)
             return True
         return False
@@ -159,5 +164,5 @@ class DaliEngine:
             files = ", ".join(self.modality.path(i) for i in kept.tolist()[:8])
             raise SampleError(f"DALI failed on a batch of epoch {epoch} but no single sample "
                               f"fails alone (files: {files}, ...): {exc}") from exc
-        for index, sample_exc in culprits:
-            self.guard.fail(index, self.modality.path(index), epoch, sample_exc)
+        for index, sample_exc in culprits:  # recorded when the batch is prepared again
+            self.guard.mark_bad(index, self.modality.path(index), sample_exc)

@@ -46,12 +46,17 @@ class SampleGuard:
         self.skipped: list[Skipped] = []
         self.known_bad: dict[int, str] = {}
 
-    def fail(self, index: int, path: str, epoch: int, exc: BaseException) -> None:
-        """Raise SampleError (on_error="raise") or record the skip."""
+    def mark_bad(self, index: int, path: str, exc: BaseException) -> str:
+        """Raise SampleError (on_error="raise") or remember the sample as bad."""
         if self.on_error == "raise":
             raise sample_error(index, path, exc) from exc
         reason = f"{type(exc).__name__}: {exc}"
         self.known_bad[index] = reason
+        return reason
+
+    def fail(self, index: int, path: str, epoch: int, exc: BaseException) -> None:
+        """Raise SampleError (on_error="raise") or record the skip."""
+        reason = self.mark_bad(index, path, exc)
         self.skipped.append(Skipped(int(index), path, epoch, reason))
 
     def run(self, index: int, path: str, epoch: int, work: Callable[[], T]) -> T | None:

@@ -24,6 +24,10 @@ class ReferenceOptions:
     prefetch_factor: int = 2
     persistent_workers: bool = True
     pin_memory: bool | None = None  # None: on when the device is CUDA
+    # "fork" starts workers fastest. Workers forked from a process where a DALI pipeline
+    # or CUDA already runs inherit locks held by those threads and can crash or hang: use
+    # "forkserver" or "spawn" there (scripts then need an `if __name__ == "__main__":` guard).
+    multiprocessing_context: str = "fork"
 
 
 class _PlanDataset(Dataset):
@@ -83,21 +87,34 @@ class TorchEngine:
             _PlanDataset(modality, guard.on_error), batch_sampler=self.sampler,
             num_workers=workers, collate_fn=_collate, pin_memory=pin,
             prefetch_factor=options.prefetch_factor if workers > 0 else None,
-            persistent_workers=options.persistent_workers and workers > 0)
+            persistent_workers=options.persistent_workers and workers > 0,
+            multiprocessing_context=options.multiprocessing_context if workers > 0 else None)
 
     def close(self) -> None:
-        self.loader = None
+        self._stop_workers()
+
+    def _stop_workers(self) -> None:
+        """Shut worker processes down now, not whenever the garbage collector gets to the
+        DataLoader's iterator (which a traceback can keep alive for a long time)."""
+        iterator = getattr(self.loader, "_iterator", None)
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
+            self.loader._iterator = None
 
     def iterate(self, epoch: int, start: int) -> Iterator[tuple[int, dict | None]]:
         self.sampler.epoch, self.sampler.start = epoch, start
-        for position, (kept, stacked, skipped) in enumerate(self.loader, start):
-            self._record(skipped)
-            if stacked is None:
-                yield position, None
-                continue
-            batch = {k: v.to(self.device, non_blocking=True) for k, v in stacked.items()}
-            yield position, attach_meta(self.modality.finish(batch), self.modality, kept,
-                                        self.device)
+        try:
+            for position, (kept, stacked, skipped) in enumerate(self.loader, start):
+                self._record(skipped)
+                if stacked is None:
+                    yield position, None
+                    continue
+                batch = {k: v.to(self.device, non_blocking=True) for k, v in stacked.items()}
+                yield position, attach_meta(self.modality.finish(batch), self.modality, kept,
+                                            self.device)
+        except Exception:
+            self._stop_workers()
+            raise
 
     def _record(self, skipped: list[Skipped]) -> None:
         for record in skipped:
