@@ -145,3 +145,13 @@ def test_rank_from_environment(image_folder, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     loader = _loader(image_folder, "dali")
     assert loader.plan.rank == 1 and loader.plan.world_size == 2 and len(loader) == 3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["dali", "torch"])
+def test_cuda_batches_are_on_the_gpu_and_match_cpu(image_folder, backend):
+    gpu = next(iter(_loader(image_folder, backend, device="cuda", seed=4)))
+    cpu = next(iter(_loader(image_folder, "torch", seed=4)))
+    assert all(t.device.type == "cuda" for t in gpu.values())
+    assert torch.equal(gpu["index"].cpu(), cpu["index"])
+    assert (gpu["image"].cpu() - cpu["image"]).abs().mean() < 0.05

@@ -1,0 +1,156 @@
+"""A/B benchmark: our DALI loader against the plain PyTorch path, side by side, in one run.
+
+    python bench/compare.py [--modality image] [--data PATH] [--batch-size N] [--steps N]
+                            [--device cpu|cuda|auto] [--json PATH]
+
+With no --data it creates the built-in sample data set once (cached) and runs on it. Each
+backend runs in its own process, one after the other (--repeats interleaves several
+rounds and reports medians). Warm-up steps are excluded. "wait" is the time the training
+loop waits in next(loader) per step.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if __package__ in (None, ""):
+    sys.path.insert(0, str(HERE.parent))
+
+from bench.report import print_table, speedups  # noqa: E402
+
+DEFAULT_BACKENDS = {"image": ["dali", "torch", "classic", "dali-stock", "adapter"]}
+METRICS = ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent", "gpu_util_percent",
+           "peak_rss_mb")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--modality", choices=["image", "video", "hyperspectral", "fusion"],
+                   default="image")
+    p.add_argument("--data", help="your data folder (default: built-in sample data)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--steps", type=int, default=30, help="timed steps per backend")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps before timing")
+    p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
+    p.add_argument("--json", type=Path, help="also write the results as JSON here")
+    p.add_argument("--backends", help="comma-separated subset (default: all for the "
+                   "modality: dali, torch, classic, dali-stock, adapter)")
+    p.add_argument("--repeats", type=int, default=1, help="interleaved rounds; medians")
+    p.add_argument("--workers", type=int, default=2, help="DataLoader workers (torch paths)")
+    p.add_argument("--threads", type=int, default=2, help="DALI threads for stock DALI")
+    p.add_argument("--config", help="decode preset for our DALI backend (default: default)")
+    p.add_argument("--size", type=int, default=224)
+    return p.parse_args(argv)
+
+
+def resolve_device(choice: str) -> str:
+    if choice != "auto":
+        return choice
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def sample_data(modality: str) -> Path:
+    from rich.progress import Progress
+
+    from bench.sample_data import image_dataset
+    if modality != "image":
+        raise SystemExit(f"--modality {modality}: built-in sample data not available yet")
+    with Progress(transient=True) as progress:
+        task = progress.add_task("creating sample JPEGs (first run only)", total=None)
+        return image_dataset(progress=lambda done, total: progress.update(
+            task, completed=done, total=total))
+
+
+def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
+    cmd = [sys.executable, str(HERE / "run_one.py"), "--backend", backend,
+           "--modality", args.modality, "--data", str(data), "--batch-size",
+           str(args.batch_size), "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--device", device, "--size", str(args.size), "--workers", str(args.workers),
+           "--threads", str(args.threads)]
+    if args.config:
+        cmd += ["--config", args.config]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    result = None
+    for line in proc.stdout:
+        if not line.startswith("{"):
+            continue
+        event = json.loads(line)
+        if event["event"] == "step":
+            on_step(event["done"])
+        elif event["event"] == "result":
+            result = event
+    err = proc.stderr.read()
+    if proc.wait() != 0 or result is None:
+        raise RuntimeError(f"backend {backend!r} failed (exit {proc.returncode}):\n{err[-3000:]}")
+    result.pop("event")
+    return result
+
+
+def run_all(args, data: Path, device: str, backends: list[str]) -> list[dict]:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    rounds: dict[str, list[dict]] = {b: [] for b in backends}
+    columns = (TextColumn("{task.description:<22}"), BarColumn(), TextColumn(
+        "{task.completed}/{task.total} steps"), TimeElapsedColumn())
+    with Progress(*columns, transient=True) as progress:
+        for r in range(args.repeats):
+            for backend in backends:
+                label = f"{backend} (round {r + 1})" if args.repeats > 1 else backend
+                task = progress.add_task(label, total=args.steps)
+                rounds[backend].append(run_backend(
+                    backend, args, data, device,
+                    lambda done, t=task: progress.update(t, completed=done)))
+                progress.remove_task(task)
+    return [_median(rounds[b]) for b in backends]
+
+
+def _median(results: list[dict]) -> dict:
+    import numpy as np
+    out = dict(results[0])
+    for key in METRICS:
+        values = [r[key] for r in results if r[key] is not None]
+        out[key] = float(np.median(values)) if values else None
+    out["repeats"] = len(results)
+    return out
+
+
+def environment(device: str) -> dict:
+    import nvidia.dali
+    import torch
+    env = {"python": platform.python_version(), "torch": torch.__version__,
+           "dali": nvidia.dali.__version__, "cpu_count": os.cpu_count(),
+           "platform": platform.platform()}
+    if device.startswith("cuda"):
+        env["gpu"] = torch.cuda.get_device_name(0)
+    return env
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    device = resolve_device(args.device)
+    data = Path(args.data) if args.data else sample_data(args.modality)
+    backends = args.backends.split(",") if args.backends else DEFAULT_BACKENDS.get(
+        args.modality, ["dali", "torch"])
+    results = run_all(args, data, device, backends)
+    report = {"modality": args.modality, "device": device, "results": results,
+              **speedups(results), "env": environment(device),
+              "settings": {"batch_size": args.batch_size, "steps": args.steps,
+                           "warmup": args.warmup, "repeats": args.repeats,
+                           "data": str(data), "size": args.size}}
+    print_table(report)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

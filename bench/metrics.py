@@ -1,0 +1,87 @@
+"""Resource measurement for benchmark runs: CPU, peak RSS and GPU use of a process tree."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import psutil
+
+
+def _tree(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return [proc]
+
+
+def _cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:
+    out = {}
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            out[p.pid] = t.user + t.system
+        except psutil.Error:
+            pass
+    return out
+
+
+class ResourceSampler:
+    """Samples this process and its children (DataLoader workers) in a background thread.
+
+    CPU percent is CPU seconds over wall seconds times 100, so 200% means two busy cores.
+    Peak RSS sums resident memory over the tree (shared pages are counted per process).
+    GPU utilisation comes from NVML when `gpu_index` is given and NVML is available.
+    """
+
+    def __init__(self, interval: float = 0.05, gpu_index: int | None = None):
+        self.interval = interval
+        self.proc = psutil.Process()
+        self.peak_rss = 0
+        self.gpu_samples: list[float] = []
+        self._gpu = _nvml_handle(gpu_index)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "ResourceSampler":
+        self._cpu0 = _cpu_seconds(_tree(self.proc))
+        self._t0 = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.wall = time.perf_counter() - self._t0
+        cpu1 = _cpu_seconds(_tree(self.proc))
+        used = sum(v - self._cpu0.get(pid, 0.0) for pid, v in cpu1.items())
+        self.cpu_percent = 100.0 * used / self.wall if self.wall > 0 else 0.0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss = 0
+            for p in _tree(self.proc):
+                try:
+                    rss += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak_rss = max(self.peak_rss, rss)
+            if self._gpu is not None:
+                import pynvml
+                self.gpu_samples.append(float(pynvml.nvmlDeviceGetUtilizationRates(self._gpu).gpu))
+            self._stop.wait(self.interval)
+
+    @property
+    def gpu_util_percent(self) -> float | None:
+        return float(np.mean(self.gpu_samples)) if self.gpu_samples else None
+
+
+def _nvml_handle(index: int | None):
+    if index is None:
+        return None
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:  # NVML missing or no driver: report no GPU numbers, not a crash
+        return None

@@ -1,0 +1,107 @@
+"""Measure one loader in this process (compare.py starts one such process per backend).
+
+Prints JSON lines on stdout: {"event": "step", ...} while it runs, then one
+{"event": "result", ...}. Running each backend in its own process keeps CPU, memory and
+worker processes of one backend out of the next one's numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from bench.metrics import ResourceSampler  # noqa: E402
+
+BACKENDS = ("dali", "torch", "classic", "dali-stock", "adapter")
+
+
+def build(backend: str, args):
+    """The loader under test: an iterable of dict batches with a "label" field."""
+    common = dict(batch_size=args.batch_size, device=args.device, seed=args.seed)
+    if backend in ("dali", "torch"):
+        from torch_bridge import make_loader
+        extra = {"config": args.config} if backend == "dali" else {
+            "reference": {"num_workers": args.workers}}
+        return make_loader(args.modality, args.data, backend=backend, size=args.size,
+                           **common, **extra)
+    if backend == "classic":
+        from bench.baselines import classic_loader
+        return classic_loader(args.data, size=args.size, num_workers=args.workers, **common)
+    if backend == "dali-stock":
+        from bench.baselines import dali_stock_loader
+        return dali_stock_loader(args.data, size=args.size, num_threads=args.threads, **common)
+    if backend == "adapter":
+        from bench.bench_adapter import folder_dataset
+        from torch_bridge.adapter import dali_from_dataset
+        ds = folder_dataset(args.data)
+        sampler = torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(0))
+        return dali_from_dataset(ds, sampler, size=args.size, num_workers=args.workers,
+                                 config=args.config, **common)
+    raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+
+
+def _batches(loader):
+    while True:  # as many epochs as the step count needs
+        yield from loader
+
+
+def measure(backend: str, args) -> dict:
+    cuda = args.device.startswith("cuda")
+    loader = build(backend, args)
+    stream = _batches(loader)
+    for _ in range(args.warmup):
+        next(stream)
+    waits, samples = [], 0
+    gpu = torch.device(args.device).index or 0 if cuda else None
+    with ResourceSampler(gpu_index=gpu) as res:
+        for step in range(args.steps):
+            t0 = time.perf_counter()
+            batch = next(stream)
+            if cuda:
+                torch.cuda.synchronize()
+            waits.append(time.perf_counter() - t0)
+            samples += len(batch["label"])
+            if step % 5 == 4 or step == args.steps - 1:
+                print(json.dumps({"event": "step", "done": step + 1}), flush=True)
+    waits_ms = np.asarray(waits) * 1e3
+    return {"backend": backend, "samples_per_s": samples / res.wall,
+            "wait_ms_p50": float(np.percentile(waits_ms, 50)),
+            "wait_ms_p95": float(np.percentile(waits_ms, 95)),
+            "cpu_percent": res.cpu_percent, "gpu_util_percent": res.gpu_util_percent,
+            "peak_rss_mb": res.peak_rss / 2**20, "steps": args.steps, "samples": samples}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--backend", choices=BACKENDS, required=True)
+    p.add_argument("--modality", default="image")
+    p.add_argument("--data", required=True)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=2, help="DataLoader workers (torch paths)")
+    p.add_argument("--threads", type=int, default=2, help="DALI threads (stock DALI)")
+    p.add_argument("--config", default=None, help="decode preset for our DALI backend")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    result = measure(args.backend, args)
+    print(json.dumps({"event": "result", **result}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
