@@ -139,7 +139,11 @@ def main(argv=None) -> int:
     data = Path(args.data) if args.data else sample_data(args.modality)
     backends = args.backends.split(",") if args.backends else DEFAULT_BACKENDS.get(
         args.modality, ["dali", "torch"])
-    results = run_all(args, data, device, backends)
+    try:
+        results = run_all(args, data, device, backends)
+    except RuntimeError as exc:
+        print(f"compare.py: {exc}", file=sys.stderr)
+        return 1
     report = {"modality": args.modality, "device": device, "results": results,
               **speedups(results), "env": environment(device),
               "settings": {"batch_size": args.batch_size, "steps": args.steps,
