@@ -39,9 +39,11 @@ def build(backend: str, args):
         from bench.baselines import dali_stock_loader
         return dali_stock_loader(args.data, size=args.size, num_threads=args.threads, **common)
     if backend == "adapter":
-        from bench.bench_adapter import folder_dataset
+        from bench.bench_adapter import FileDataset
+        from dali_pipes.sources import ImageFolderSource
         from torch_bridge.adapter import dali_from_dataset
-        ds = folder_dataset(args.data)
+        source = ImageFolderSource(args.data)
+        ds = FileDataset(list(source.files), source.labels)
         sampler = torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(0))
         return dali_from_dataset(ds, sampler, size=args.size, num_workers=args.workers,
                                  config=args.config, **common)

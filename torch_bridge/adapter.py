@@ -8,11 +8,10 @@ image graph through `DaliEngine`, exactly as `make_loader("image", ...)` does. T
 files in the same order with the same seed and epoch therefore give the same pixels.
 
 `bench/bench_adapter.py` compares this with DALI's proxy (`DALIServer`) running the same
-graph; see the module docstring there for why this one is kept.
+graph: equal speed on the CPU; its docstring says why this design is the one kept.
 """
 from __future__ import annotations
 
-import gc
 from collections import deque
 from dataclasses import dataclass
 from typing import Iterator
@@ -27,6 +26,7 @@ from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig, load_config
 from torch_bridge.dali_engine import DaliEngine
 from torch_bridge.errors import SampleError, SampleGuard
+from torch_bridge.workers import start_workers, stop_workers
 
 
 def as_jpeg_array(data) -> np.ndarray:
@@ -87,23 +87,6 @@ def collate_encoded(items: list) -> RawBatch:
                     failures=[(item[0], item[4]) for item in items if item[4] is not None])
 
 
-def _start_workers(loader: DataLoader):
-    """`iter(loader)`, forking its workers (when it does) with the collector frozen.
-
-    A worker inherits the parent's unreachable objects (DALI pipelines hold reference
-    cycles); were it to collect a Pipeline, the destructor would join DALI threads that do
-    not exist in the child and the worker would crash. Frozen objects are never collected
-    in the child; the parent unfreezes them at once. (gc.freeze is O(1); gc.collect here
-    would cost about 0.2 s a pass.)"""
-    if loader.num_workers == 0:
-        return iter(loader)
-    gc.freeze()
-    try:
-        return iter(loader)
-    finally:
-        gc.unfreeze()
-
-
 class _DatasetFeed:
     """Plays both parts DaliEngine asks for: the plan (batches from the DataLoader over
     the user's sampler) and the image modality (feeds and meta for those batches)."""
@@ -125,18 +108,12 @@ class _DatasetFeed:
             raise ValueError("a Dataset adapter pass cannot start in the middle of an epoch")
         self._raw = None
         self._labels.clear()
-        for position, raw in enumerate(_start_workers(self.loader)):
+        for position, raw in enumerate(start_workers(self.loader)):
             self._raw = raw
             yield position, raw.indices
 
     def stop_workers(self) -> None:
-        """Shut the DataLoader's workers down now. Left to a garbage collection (an
-        aborted pass held by a traceback), the workers' queues can be finalized before
-        the iterator, and each worker then takes 5 s to time out."""
-        iterator = getattr(self.loader, "_iterator", None)  # kept for persistent workers
-        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
-            iterator._shutdown_workers()
-        self.loader._iterator = None
+        stop_workers(self.loader)
 
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
@@ -174,7 +151,9 @@ class DatasetLoader:
 
     `len()` is the DataLoader's batch count. A full pass advances the epoch by one;
     `set_epoch(e)` chooses the epoch of the next pass (the augmentation's, and the
-    sampler's when it has `set_epoch`).
+    sampler's when it has `set_epoch`). Workers persist across passes; `close()` (or a
+    `with` block) ends them. A loader left to the cyclic garbage collector stalls 5 s per
+    worker there, as any torch DataLoader with persistent workers does.
     """
 
     def __init__(self, feed: _DatasetFeed, engine: DaliEngine, sampler):
@@ -204,6 +183,12 @@ class DatasetLoader:
         """Release the pipeline and the DataLoader workers (a later pass restarts them)."""
         self._feed.stop_workers()
         self._engine.close()
+
+    def __enter__(self) -> "DatasetLoader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def dali_from_dataset(dataset: Dataset, sampler: Sampler | None = None, *,

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from torch_bridge.errors import SampleGuard, Skipped
 from torch_bridge.plan import EpochPlan
 from torch_bridge.transfer import attach_meta
+from torch_bridge.workers import start_workers, stop_workers
 
 
 @dataclass(frozen=True)
@@ -24,9 +25,10 @@ class ReferenceOptions:
     prefetch_factor: int = 2
     persistent_workers: bool = True
     pin_memory: bool | None = None  # None: on when the device is CUDA
-    # "fork" starts workers fastest. Workers forked from a process where a DALI pipeline
-    # or CUDA already runs inherit locks held by those threads and can crash or hang: use
-    # "forkserver" or "spawn" there (scripts then need an `if __name__ == "__main__":` guard).
+    # "fork" starts workers fastest; workers are forked with the garbage collector frozen
+    # so they never destroy a DALI pipeline inherited from the parent. After CUDA is
+    # initialised in the parent, use "forkserver" or "spawn" (scripts then need an
+    # `if __name__ == "__main__":` guard).
     multiprocessing_context: str = "fork"
 
 
@@ -91,20 +93,12 @@ class TorchEngine:
             multiprocessing_context=options.multiprocessing_context if workers > 0 else None)
 
     def close(self) -> None:
-        self._stop_workers()
-
-    def _stop_workers(self) -> None:
-        """Shut worker processes down now, not whenever the garbage collector gets to the
-        DataLoader's iterator (which a traceback can keep alive for a long time)."""
-        iterator = getattr(self.loader, "_iterator", None)
-        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
-            iterator._shutdown_workers()
-            self.loader._iterator = None
+        stop_workers(self.loader)
 
     def iterate(self, epoch: int, start: int) -> Iterator[tuple[int, dict | None]]:
         self.sampler.epoch, self.sampler.start = epoch, start
         try:
-            for position, (kept, stacked, skipped) in enumerate(self.loader, start):
+            for position, (kept, stacked, skipped) in enumerate(start_workers(self.loader), start):
                 self._record(skipped)
                 if stacked is None:
                     yield position, None
@@ -113,7 +107,7 @@ class TorchEngine:
                 yield position, attach_meta(self.modality.finish(batch), self.modality, kept,
                                             self.device)
         except Exception:
-            self._stop_workers()
+            stop_workers(self.loader)
             raise
 
     def _record(self, skipped: list[Skipped]) -> None:

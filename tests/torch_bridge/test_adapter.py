@@ -136,12 +136,13 @@ def test_epochs_change_augmentation_and_reach_the_sampler(image_folder):
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_unreadable_item_raises_naming_its_index(image_folder, num_workers):
     dataset = JpegDataset(image_folder, replace={13: b"GIF89a not a jpeg"})
-    loader = _adapter(dataset, num_workers=num_workers)
-    with pytest.raises(SampleError, match=r"sample 13 \(JpegDataset\[13\]\).*not a JPEG") as err:
-        list(loader)
-    assert err.value.index == 13
-    dataset.replace.clear()  # fixed: the next pass runs (workers restarted) and is complete
-    assert _indices(loader) == list(range(37))
+    with _adapter(dataset, num_workers=num_workers) as loader:
+        with pytest.raises(SampleError, match=r"sample 13 \(JpegDataset\[13\]\).*not a "
+                           r"JPEG") as err:
+            list(loader)
+        assert err.value.index == 13
+        dataset.replace.clear()  # fixed: the next pass runs (workers restarted), complete
+        assert _indices(loader) == list(range(37))
 
 
 def test_undecodable_item_raises_naming_its_index(image_folder):

@@ -122,7 +122,7 @@ def test_backends_agree_on_order_and_crops(image_folder):
 
 def test_reference_with_workers_matches_in_process(image_folder):
     a = list(_loader(image_folder, "torch", seed=2))
-    b = list(_loader(image_folder, "torch", seed=2, reference={"num_workers": 2, "multiprocessing_context": "forkserver"}))
+    b = list(_loader(image_folder, "torch", seed=2, reference={"num_workers": 2}))
     for x, y in zip(a, b):
         torch.testing.assert_close(x["image"], y["image"])
 
