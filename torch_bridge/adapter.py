@@ -212,8 +212,9 @@ def dali_from_dataset(dataset: Dataset, sampler: Sampler | None = None, *,
                         drop_last=drop_last, persistent_workers=num_workers > 0)
     feed = _DatasetFeed(loader, batch_size=batch_size, size=size, train=train, seed=seed,
                         name=type(dataset).__name__)
+    # No running ahead into the next epoch: the user's sampler decides what comes next.
     engine = DaliEngine(feed, feed, device=dev, config=load_config(config),
-                        guard=SampleGuard("raise"))
+                        guard=SampleGuard("raise"), run_ahead=False)
     return DatasetLoader(feed, engine, sampler)
 
 

@@ -1,6 +1,8 @@
 """Image source: JPEG files in class folders, addressed by dataset index."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from dali_pipes.formats.jpeg import jpeg_size
@@ -32,7 +34,10 @@ class ImageFolderSource:
 
     def read(self, index: int) -> np.ndarray:
         """The file's bytes as a uint8 array (OSError names the file)."""
-        return np.fromfile(self.files[index], dtype=np.uint8)
+        with open(self.files[index], "rb") as f:
+            data = np.empty(os.fstat(f.fileno()).st_size, dtype=np.uint8)
+            got = f.readinto(data)
+        return data[:got]
 
     def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
         """(bytes, (height, width)); FormatError when the file is not a complete JPEG."""

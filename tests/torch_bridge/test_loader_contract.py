@@ -49,6 +49,16 @@ class TestLoaderContract:
         seen = [i for b in _indices(loader) for i in b]
         assert len(loader) == 5 and sorted(seen) == list(range(37))
 
+    def test_batches_stay_valid_while_held(self, image_folder, backend):
+        """Outputs are views of the backend's buffers where possible: holding every batch
+        of two epochs must not let later batches overwrite earlier ones."""
+        loader = _loader(image_folder, backend, seed=3)
+        held = [b for _ in range(2) for b in loader]
+        fresh = _loader(image_folder, backend, seed=3)
+        copies = [{k: v.clone() for k, v in b.items()} for _ in range(2) for b in fresh]
+        for a, b in zip(held, copies):
+            assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])
+
     def test_drop_last(self, image_folder, backend):
         loader = _loader(image_folder, backend, drop_last=True)
         sizes = [len(b) for b in _indices(loader)]
