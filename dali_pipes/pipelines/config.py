@@ -20,10 +20,11 @@ PRESET_DIR = Path(__file__).with_name("presets")
 class PipelineConfig:
     """Every knob a preset may set; each is documented in presets/default.toml."""
 
-    num_threads: int = 0  # 0: one DALI thread per available CPU core
+    num_threads: int = 0  # 0: one DALI thread per available CPU core, plus one
     prefetch_queue_depth: int = 2
     py_num_workers: int = 0  # parallel external_source workers (modalities that read in Python)
-    use_fast_idct: bool = False
+    use_fast_idct: bool = True
+    antialias: bool = True
     jpeg_fancy_upsampling: bool = False
     hw_decoder_load: float = 0.65
     device_memory_padding: int = 16 * 1024 * 1024
@@ -35,9 +36,10 @@ class PipelineConfig:
         if self.num_threads > 0:
             return self.num_threads
         try:
-            return max(1, len(os.sched_getaffinity(0)))
+            cores = len(os.sched_getaffinity(0))
         except AttributeError:  # pragma: no cover - not Linux
-            return max(1, os.cpu_count() or 1)
+            cores = os.cpu_count() or 1
+        return cores + 1
 
 
 def available_presets() -> list[str]:

@@ -48,7 +48,8 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
             for name, dtype, ndim in (("jpegs", types.UINT8, 1), ("anchor", types.INT32, 1),
                                       ("shape", types.INT32, 1), ("mirror", types.INT32, 0)))
         images = _decode_window(jpegs, anchor, shape, device, config)
-        images = fn.resize(images, device=device, size=[size, size], antialias=True,
+        images = fn.resize(images, device=device, size=[size, size],
+                           antialias=config.antialias,
                            interp_type=types.INTERP_LINEAR)
         images = fn.crop_mirror_normalize(
             images, device=device, mirror=mirror, dtype=types.FLOAT, output_layout="CHW",

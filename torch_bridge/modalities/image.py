@@ -66,8 +66,11 @@ class ImageModality:
         windows, flip = image_params(self.seed, epoch, kept_arr, hw[:, 0], hw[:, 1],
                                      size=self.size, train=self.train)
         windows = windows.astype(np.int32)
-        return {"jpegs": datas, "anchor": list(windows[:, :2]), "shape": list(windows[:, 2:]),
-                "mirror": list(flip.astype(np.int32))}, kept_arr
+        # Fixed-size inputs go in as one dense array each: DALI takes the first axis as
+        # the batch, which saves converting B small arrays per input.
+        return {"jpegs": datas, "anchor": np.ascontiguousarray(windows[:, :2]),
+                "shape": np.ascontiguousarray(windows[:, 2:]),
+                "mirror": flip.astype(np.int32)}, kept_arr
 
     # torch reference backend ----------------------------------------------------------
     def load(self, epoch: int, index: int) -> dict[str, torch.Tensor]:
