@@ -24,7 +24,9 @@ if __package__ in (None, ""):
 
 from bench.report import print_table, speedups  # noqa: E402
 
-DEFAULT_BACKENDS = {"image": ["dali", "torch", "classic", "dali-stock", "adapter"]}
+# "dali:<preset>" is our DALI backend with another decode preset.
+DEFAULT_BACKENDS = {"image": ["dali", "torch", "classic", "dali-stock", "adapter",
+                              "dali:throughput"]}
 METRICS = ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent", "gpu_util_percent",
            "peak_rss_mb")
 
@@ -40,8 +42,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before timing")
     p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     p.add_argument("--json", type=Path, help="also write the results as JSON here")
-    p.add_argument("--backends", help="comma-separated subset (default: all for the "
-                   "modality: dali, torch, classic, dali-stock, adapter)")
+    p.add_argument("--backends", help="comma-separated subset (default for images: dali, "
+                   "torch, classic, dali-stock, adapter, dali:throughput); dali:<preset> "
+                   "runs our DALI backend with that decode preset")
     p.add_argument("--repeats", type=int, default=1, help="interleaved rounds; medians")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (torch paths)")
     p.add_argument("--threads", type=int, default=2, help="DALI threads for stock DALI")
@@ -70,13 +73,14 @@ def sample_data(modality: str) -> Path:
 
 
 def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
-    cmd = [sys.executable, str(HERE / "run_one.py"), "--backend", backend,
+    name, _, preset = backend.partition(":")
+    cmd = [sys.executable, str(HERE / "run_one.py"), "--backend", name,
            "--modality", args.modality, "--data", str(data), "--batch-size",
            str(args.batch_size), "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--device", device, "--size", str(args.size), "--workers", str(args.workers),
            "--threads", str(args.threads)]
-    if args.config:
-        cmd += ["--config", args.config]
+    if preset or args.config:
+        cmd += ["--config", preset or args.config]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     result = None
     for line in proc.stdout:
@@ -91,6 +95,7 @@ def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
     if proc.wait() != 0 or result is None:
         raise RuntimeError(f"backend {backend!r} failed (exit {proc.returncode}):\n{err[-3000:]}")
     result.pop("event")
+    result["backend"] = backend
     return result
 
 
