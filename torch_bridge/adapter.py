@@ -26,6 +26,7 @@ from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig, load_config
 from torch_bridge.dali_engine import DaliEngine
 from torch_bridge.errors import SampleError, SampleGuard
+from torch_bridge.loader import resolve_device
 from torch_bridge.workers import start_workers, stop_workers
 
 
@@ -223,12 +224,4 @@ def _check_options(device, batch_size: int, size: int, num_workers: int) -> torc
                              ("num_workers", num_workers, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from exc
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available")
-    return dev
+    return resolve_device(device)

@@ -58,12 +58,12 @@ class Loader:
                 "rank": self.plan.rank, "num_samples": self.plan.num_samples}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in ("num_samples", "seed", "world_size", "num_batches"):
-            mine = {"num_samples": self.plan.num_samples, "seed": self.plan.seed,
-                    "world_size": self.plan.world_size, "num_batches": len(self.plan)}[key]
-            if state.get(key) != mine:
+        mine = {"num_samples": self.plan.num_samples, "seed": self.plan.seed,
+                "world_size": self.plan.world_size, "num_batches": len(self.plan)}
+        for key, value in mine.items():
+            if state.get(key) != value:
                 raise ValueError(f"load_state_dict: {key} is {state.get(key)!r} in the state "
-                                 f"but {mine!r} in this loader; resuming would reorder data")
+                                 f"but {value!r} in this loader; resuming would reorder data")
         self.epoch = int(state["epoch"])
         self._resume_from = self._consumed = int(state["batches_consumed"])
 
@@ -81,10 +81,11 @@ def _resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
     return (found[0] if rank is None else rank), (found[1] if world_size is None else world_size)
 
 
-def _resolve_device(device: str | torch.device) -> torch.device:
+def resolve_device(device: str | torch.device) -> torch.device:
+    """A torch.device for 'cpu', 'cuda' or 'cuda:N'; ValueError for anything else."""
     try:
         dev = torch.device(device)
-    except RuntimeError as exc:
+    except (RuntimeError, TypeError) as exc:
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from exc
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
@@ -117,7 +118,7 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
     """
     from torch_bridge.reference import ReferenceOptions
 
-    dev = _resolve_device(device)
+    dev = resolve_device(device)
     guard = SampleGuard(on_error)
     mod = _modality(modality, data, seed, modality_options)
     rank, world_size = _resolve_rank(rank, world_size)
