@@ -11,6 +11,7 @@ from typing import Literal
 
 import numpy as np
 
+from dali_pipes.formats._mapped import MappedFile
 from dali_pipes.formats.errors import FormatError
 
 #: ENVI "data type" code -> numpy dtype (byte order applied separately).
@@ -219,7 +220,7 @@ def _check_index(name: str, value, size: int) -> int:
     return int(value)
 
 
-class EnviCube:
+class EnviCube(MappedFile):
     """A memory-mapped ENVI cube; every read returns an independent native-endian array."""
 
     def __init__(self, path: str, data_path: str, header: EnviHeader):
@@ -274,15 +275,6 @@ class EnviCube:
         if self.header.interleave == "bil":
             return data[rows, bands, cols]
         return data[rows, cols, bands]
-
-    def close(self) -> None:
-        self._mm = None  # reads return copies, so no view can outlive the mapping
-
-    def __enter__(self) -> EnviCube:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
 
     def __reduce__(self):  # pickles as "open it again", e.g. for worker processes
         return open_envi, (self.path,)

@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from dali_pipes.formats._mapped import MappedFile
 from dali_pipes.formats.errors import FormatError
 
 SPE_HEADER_BYTES = 4100
@@ -236,7 +237,7 @@ def _index(name: str, value, size: int) -> int:
     return int(value)
 
 
-class SpeFile:
+class SpeFile(MappedFile):
     """A memory-mapped SPE file; reads return independent native-endian arrays."""
 
     def __init__(self, path: str, header: SpeHeader, layout: SpeLayout, xml: ET.Element | None):
@@ -267,15 +268,6 @@ class SpeFile:
         if not isinstance(stop, (int, np.integer)) or not start < stop <= self.layout.frames:
             raise IndexError(f"stop={stop!r} must be an int in ({start}, {self.layout.frames}]")
         return self._frames(start, int(stop)).astype(self.dtype)
-
-    def close(self) -> None:
-        self._mm = None  # reads return copies, so no view can outlive the mapping
-
-    def __enter__(self) -> SpeFile:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
 
     def __reduce__(self):  # pickles as "open it again", e.g. for worker processes
         return open_spe, (self.path,)
