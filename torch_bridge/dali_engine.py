@@ -88,10 +88,7 @@ class DaliEngine:
         pipe = self.build()
         self._top_up(pipe)
         while self._pending and self._pending[0].epoch == epoch:
-            fed = self._pending.popleft()
-            if fed.padding:
-                pipe.outputs()
-                continue
+            fed = self._pending.popleft()  # padding (epoch -1) never matches: drained later
             if fed.kept is None:
                 self.guard.skipped.extend(fed.skips)
                 yield fed.position, None
