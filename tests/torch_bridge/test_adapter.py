@@ -171,7 +171,8 @@ def test_bad_options_are_rejected(image_folder, option):
 def test_epoch_shorter_than_the_prefetch_depth(image_folder):
     """One batch per epoch, three in flight: the pipeline's first prefetch is padded with
     repeats that must never reach the consumer, in this pass or the next."""
-    loader = _adapter(JpegDataset(image_folder), batch_size=64, config={"prefetch_queue_depth": 3})
+    loader = _adapter(JpegDataset(image_folder), batch_size=64,
+                      config={"prefetch_queue_depth": 3})
     for _ in range(3):
         batches = list(loader)
         assert len(batches) == 1 and batches[0]["index"].tolist() == list(range(37))
