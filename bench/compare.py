@@ -26,7 +26,8 @@ from bench.report import print_table, speedups  # noqa: E402
 
 # "dali:<preset>" is our DALI backend with another decode preset.
 DEFAULT_BACKENDS = {"image": ["dali", "torch", "classic", "dali-stock", "adapter",
-                              "dali:throughput"]}
+                              "dali:throughput"],
+                    "hyperspectral": ["dali", "torch"]}
 METRICS = ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent", "gpu_util_percent",
            "peak_rss_mb")
 
@@ -64,11 +65,16 @@ def sample_data(modality: str) -> Path:
     from rich.progress import Progress
 
     from bench.sample_data import image_dataset
-    if modality != "image":
+    from bench.sample_hyperspectral import hyperspectral_dataset
+    makers = {"image": (image_dataset, "creating sample JPEGs (first run only)"),
+              "hyperspectral": (hyperspectral_dataset,
+                                "creating sample ENVI and SPE scenes (first run only)")}
+    if modality not in makers:
         raise SystemExit(f"--modality {modality}: built-in sample data not available yet")
+    make, description = makers[modality]
     with Progress(transient=True) as progress:
-        task = progress.add_task("creating sample JPEGs (first run only)", total=None)
-        return image_dataset(progress=lambda done, total: progress.update(
+        task = progress.add_task(description, total=None)
+        return make(progress=lambda done, total: progress.update(
             task, completed=done, total=total))
 
 

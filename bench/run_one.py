@@ -30,8 +30,9 @@ def build(backend: str, args):
         from torch_bridge import make_loader
         extra = {"config": args.config} if backend == "dali" else {
             "reference": {"num_workers": args.workers}}
-        return make_loader(args.modality, args.data, backend=backend, size=args.size,
-                           **common, **extra)
+        if args.modality == "image":  # the other modalities have no `size` option
+            extra["size"] = args.size
+        return make_loader(args.modality, args.data, backend=backend, **common, **extra)
     if backend == "classic":
         from bench.baselines import classic_loader
         return classic_loader(args.data, size=args.size, num_workers=args.workers, **common)

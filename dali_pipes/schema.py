@@ -10,9 +10,16 @@ IMAGE = {
     "label": ("int64", "B"),
     "index": ("int64", "B"),
 }
+HYPERSPECTRAL = {
+    "cube": ("float32", "BCHW"),  # C: the selected bands
+    "label": ("int64", "B"),  # label map value minus 1
+    "position": ("int64", "BC"),  # (line, sample) of the patch centre
+    "scene": ("int64", "B"),
+    "index": ("int64", "B"),
+}
 SOURCE_ID = {"source_id": ("int64", "B")}
 
-SCHEMAS = {"image": IMAGE}
+SCHEMAS = {"image": IMAGE, "hyperspectral": HYPERSPECTRAL}
 
 
 def schema_for(modality: str, multi_source: bool = False) -> dict[str, tuple[str, str]]:

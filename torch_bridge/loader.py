@@ -98,7 +98,10 @@ def _modality(name: str, data, seed: int, options: dict):
     if name == "image":
         from torch_bridge.modalities.image import ImageModality
         return ImageModality(data, seed=seed, **options)
-    if name in ("video", "hyperspectral", "fusion"):
+    if name == "hyperspectral":
+        from torch_bridge.modalities.hyperspectral import HyperspectralModality
+        return HyperspectralModality(data, seed=seed, **options)
+    if name in ("video", "fusion"):
         raise NotImplementedError(f"modality {name!r} is not implemented yet")
     raise ValueError(f"unknown modality {name!r}; expected image, video, hyperspectral "
                      f"or fusion")

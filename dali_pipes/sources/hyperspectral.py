@@ -1,0 +1,297 @@
+"""Hyperspectral source: scenes of ENVI or SPE cubes with label maps -> patches (numpy only).
+
+A folder holds scenes, each ``<scene>.hdr`` (+ its ENVI data file) or ``<scene>.spe``, beside a
+label map ``<scene>.labels.npy`` of shape (lines, samples) and an integer dtype; 0 is unlabeled.
+Scenes are numbered in sorted order of their file names (a list of folders: folder by folder).
+A sample is the (P, P) patch centred on one labeled pixel: scenes in order, pixels row-major.
+
+Geometry: ENVI cubes are (bands, lines, samples). For SPE files the bands are the x axis, the
+lines the frames and the samples the y axis, so a patch is frames ``y0:y1``, y-range ``x0:x1``.
+
+Edges use numpy's ``"reflect"`` padding (mirror without repeating the edge pixel: ... 2 1 | 0 1 2
+...), computed on the in-bounds window only, which equals padding the whole image and cropping;
+patches larger than a scene keep mirroring as ``np.pad`` does. Only the window's bytes are read
+(ENVI: only its rows and columns; SPE: whole frames of the window's lines).
+
+Files are validated when the source is made (``FormatError``); cubes are then opened lazily, once
+per process, so the source pickles into DataLoader workers and forked children reopen their own
+maps. A file that breaks between validation and a process's first read of it fails that read
+(FormatError, handled per sample by the loader's on_error). Once mapped, a file must not be
+truncated: reading a page past its new end kills the process (SIGBUS), as with any memmap.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence, Union
+
+import numpy as np
+
+from dali_pipes.augment import STREAM_PATCH, uniforms
+from dali_pipes.bands import bands_in_range
+from dali_pipes.formats import FormatError, open_envi, open_spe
+
+PathLike = Union[str, os.PathLike]
+SCENE_SUFFIXES = {".hdr": "envi", ".spe": "spe"}
+LABELS_SUFFIX = ".labels.npy"
+
+
+@dataclass(frozen=True, eq=False)
+class Scene:
+    """One validated scene: its file, geometry (bands, lines, samples) and selected bands."""
+
+    path: str
+    kind: str  # "envi" | "spe"
+    bands: int
+    lines: int
+    samples: int
+    dtype: np.dtype
+    wavelengths: np.ndarray | None
+    source_id: int
+    band_indices: list[int] | None = None  # None: all bands
+
+
+def list_scene_files(data: PathLike | Sequence[PathLike]) -> list[tuple[str, int]]:
+    """(scene file, source id) for every .hdr/.spe file, folder by folder, sorted by name."""
+    roots = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    if not roots:
+        raise ValueError("data: expected a folder or a non-empty list of folders")
+    found = []
+    for source_id, root in enumerate(map(Path, roots)):
+        if not root.is_dir():
+            raise FileNotFoundError(f"{root}: data folder does not exist or is not a folder")
+        names = sorted(e.name for e in os.scandir(root) if e.is_file()
+                       and not e.name.startswith(".")
+                       and Path(e.name).suffix.lower() in SCENE_SUFFIXES)
+        if not names:
+            raise ValueError(f"{root}: no scenes (expected <scene>.hdr or <scene>.spe files)")
+        found += [(str(root / name), source_id) for name in names]
+    return found
+
+
+def open_cube(path: str):
+    """The ENVI cube or SPE file at ``path`` (by suffix), validated on open."""
+    kind = SCENE_SUFFIXES[Path(path).suffix.lower()]
+    return open_envi(path) if kind == "envi" else open_spe(path)
+
+
+def cube_geometry(cube) -> tuple[int, int, int]:
+    """(bands, lines, samples): an SPE file's (frames, ydim, xdim) becomes (xdim, frames, ydim)."""
+    if hasattr(cube, "read_frames"):
+        frames, ydim, xdim = cube.shape
+        return xdim, frames, ydim
+    return tuple(cube.shape)
+
+
+def read_window(cube, y: int, x: int, h: int, w: int, bands) -> np.ndarray:
+    """(n_bands, h, w) in-bounds window of a cube in (band, line, sample) order."""
+    if not hasattr(cube, "read_frames"):
+        return cube.read_patch(y, x, h, w, bands=bands)
+    frames = cube.read_frames(y, y + h)[:, x:x + w, :]  # (h, w, xdim)
+    if bands is not None:
+        frames = frames[:, :, bands]
+    return frames.transpose(2, 0, 1)
+
+
+def _scene(path: str, source_id: int) -> Scene:
+    with open_cube(path) as cube:
+        bands, lines, samples = cube_geometry(cube)
+        dtype, wavelengths = np.dtype(cube.dtype), cube.wavelengths
+    if dtype.kind == "c":
+        raise FormatError(path, "data type", "complex cubes cannot be loaded as patches",
+                          value=str(dtype), expected="an integer or real float type")
+    return Scene(path, SCENE_SUFFIXES[Path(path).suffix.lower()], bands, lines, samples,
+                 dtype, wavelengths, source_id)
+
+
+def label_map_path(scene_path: str) -> str:
+    return str(Path(scene_path).with_suffix("")) + LABELS_SUFFIX
+
+
+def load_label_map(scene: Scene) -> np.ndarray:
+    """The scene's label map, checked: present, (lines, samples), integers, no negatives."""
+    path = label_map_path(scene.path)
+    if not os.path.isfile(path):
+        raise FormatError(scene.path, "label map", "missing", expected=path)
+    try:
+        labels = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise FormatError(path, "label map", f"cannot read: {exc}") from exc
+    if labels.shape != (scene.lines, scene.samples):
+        raise FormatError(path, "label map", "shape differs from the scene's (lines, samples)",
+                          value=labels.shape, expected=(scene.lines, scene.samples))
+    if labels.dtype.kind not in "iu":
+        raise FormatError(path, "label map", "not an integer array", value=str(labels.dtype),
+                          expected="an integer dtype")
+    if labels.size and labels.min() < 0:
+        raise FormatError(path, "label map", "negative label", value=int(labels.min()),
+                          expected=">= 0 (0 means unlabeled)")
+    return labels
+
+
+def _is_range(bands) -> bool:
+    return (isinstance(bands, (tuple, list)) and len(bands) == 2
+            and any(isinstance(b, (float, np.floating)) for b in bands))
+
+
+def _indices_for(scene: Scene, bands) -> list[int] | None:
+    if bands is None:
+        return None
+    if _is_range(bands):
+        try:
+            return bands_in_range(scene.wavelengths, float(bands[0]), float(bands[1]))
+        except ValueError as exc:
+            raise ValueError(f"bands={tuple(bands)!r} (a wavelength range in nm) for scene "
+                             f"{scene.path}: {exc}") from exc
+    if isinstance(bands, (str, bytes)) or not isinstance(bands, (Sequence, np.ndarray)):
+        raise ValueError(f"bands must be None, a sequence of band indices or a (low_nm, "
+                         f"high_nm) range of floats, got {bands!r}")
+    out = [int(b) for b in bands if isinstance(b, (int, np.integer)) and not isinstance(b, bool)]
+    if len(out) != len(bands) or not out or not all(0 <= b < scene.bands for b in out):
+        raise ValueError(f"bands={list(bands)!r}: need band indices in [0, {scene.bands}) for "
+                         f"scene {scene.path} (a wavelength range is given as floats, e.g. "
+                         f"(400.0, 700.0))")
+    return out
+
+
+def select_scene_bands(scenes: list[Scene], bands) -> list[Scene]:
+    """Scenes with their selected band indices; every scene must give the same band count."""
+    chosen = [dataclasses.replace(s, band_indices=_indices_for(s, bands)) for s in scenes]
+    counts = {s.path: s.bands if s.band_indices is None else len(s.band_indices) for s in chosen}
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{Path(p).name}: {n}" for p, n in counts.items())
+        raise ValueError(f"bands={bands!r} selects a different number of bands per scene "
+                         f"({listed}); every scene must give the same number")
+    return chosen
+
+
+def patch_augment(seed: int, epoch: int, index: np.ndarray, *, train: bool
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flip_h, flip_v, k) per sample, pure functions of (seed, epoch, index). The patch
+    becomes ``np.rot90(flip(x), k, axes=(1, 2))`` with flips of the W (h) and H (v) axes."""
+    if not train:
+        zeros = np.zeros(len(index), dtype=np.int32)
+        return zeros, zeros.copy(), zeros.copy()
+    u = uniforms(seed, epoch, np.asarray(index, dtype=np.int64), STREAM_PATCH, 3)
+    return ((u[:, 0] < 0.5).astype(np.int32), (u[:, 1] < 0.5).astype(np.int32),
+            np.minimum(np.floor(u[:, 2] * 4), 3).astype(np.int32))
+
+
+class HyperspectralSource:
+    """Patches around the labeled pixels of every scene under ``data`` (one or more folders).
+
+    ``bands``: None (all), a sequence of band indices, or a ``(low_nm, high_nm)`` range of
+    floats resolved per scene with ``bands_in_range``. Patches come back in ``self.dtype``, the
+    common numpy type of all scenes (the loader casts to float32).
+    """
+
+    def __init__(self, data: PathLike | Sequence[PathLike], *, patch_size: int = 9,
+                 bands=None):
+        if isinstance(patch_size, bool) or not isinstance(patch_size, (int, np.integer)) \
+                or patch_size < 1 or patch_size % 2 == 0:
+            raise ValueError(f"patch_size must be a positive odd int, got {patch_size!r}")
+        self.patch_size = int(patch_size)
+        scenes = [_scene(path, source) for path, source in list_scene_files(data)]
+        self.scenes = select_scene_bands(scenes, bands)
+        self.dtype = np.result_type(*[s.dtype for s in self.scenes])
+        self._build_table([load_label_map(s) for s in self.scenes])
+        if len(self.labels) == 0:
+            raise ValueError(f"{data}: no labeled pixel in any label map (0 means unlabeled)")
+        self._cubes: dict[int, object] = {}
+        self._pid = os.getpid()
+
+    def _build_table(self, label_maps: list[np.ndarray]) -> None:
+        ids, lines, samples, labels = [], [], [], []
+        for scene_id, labels_map in enumerate(label_maps):
+            ys, xs = np.nonzero(labels_map)  # row-major order
+            ids.append(np.full(len(ys), scene_id, dtype=np.int64))
+            lines.append(ys.astype(np.int64))
+            samples.append(xs.astype(np.int64))
+            labels.append(labels_map[ys, xs].astype(np.int64) - 1)
+        self.scene_ids = np.concatenate(ids)
+        self.positions = np.stack([np.concatenate(lines), np.concatenate(samples)], axis=1)
+        self.labels = np.concatenate(labels)
+        self.source_ids = np.array([s.source_id for s in self.scenes],
+                                   dtype=np.int64)[self.scene_ids]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def n_bands(self) -> int:
+        first = self.scenes[0]
+        return first.bands if first.band_indices is None else len(first.band_indices)
+
+    def path(self, index: int) -> str:
+        return self.scenes[self.scene_ids[index]].path
+
+    def wavelengths(self, scene: int) -> np.ndarray | None:
+        """Wavelengths of the selected bands of scene number ``scene`` (None if unknown)."""
+        s = self.scenes[scene]
+        if s.wavelengths is None or s.band_indices is None:
+            return s.wavelengths
+        return s.wavelengths[s.band_indices]
+
+    def cube(self, scene: int):
+        """Scene ``scene``'s open cube in this process (opened and re-checked on first use)."""
+        if self._pid != os.getpid():  # a forked child: never share another process's maps
+            self._cubes, self._pid = {}, os.getpid()
+        cube = self._cubes.get(scene)
+        if cube is None:
+            s = self.scenes[scene]
+            cube = open_cube(s.path)
+            if cube_geometry(cube) != (s.bands, s.lines, s.samples) or cube.dtype != s.dtype:
+                found = (cube_geometry(cube), str(cube.dtype))
+                cube.close()
+                raise FormatError(s.path, "geometry", "changed since the loader was made",
+                                  value=found, expected=((s.bands, s.lines, s.samples),
+                                                         str(s.dtype)))
+            self._cubes[scene] = cube
+        return cube
+
+    def read_patch(self, index: int) -> np.ndarray:
+        """Sample ``index``: (n_bands, P, P) in ``self.dtype``, reflect-padded at the edges."""
+        y, x = (int(v) for v in self.positions[index])
+        return self.read_centred(int(self.scene_ids[index]), y, x)
+
+    def read_centred(self, scene: int, y: int, x: int) -> np.ndarray:
+        """The (n_bands, P, P) patch of scene ``scene`` centred on line ``y``, sample ``x``."""
+        s, r = self.scenes[scene], self.patch_size // 2
+        y0, y1 = max(0, y - r), min(s.lines, y + r + 1)
+        x0, x1 = max(0, x - r), min(s.samples, x + r + 1)
+        window = read_window(self.cube(scene), y0, x0, y1 - y0, x1 - x0, s.band_indices)
+        pad = ((0, 0), (y0 - (y - r), y + r + 1 - y1), (x0 - (x - r), x + r + 1 - x1))
+        if any(any(p) for p in pad):
+            window = np.pad(window, pad, mode="reflect")
+        return np.ascontiguousarray(window, dtype=self.dtype)
+
+    def band_stats(self, scene: int, *, max_rows: int = 64) -> tuple[np.ndarray, np.ndarray]:
+        """Per-band (mean, std) float32 of the selected bands over up to ``max_rows`` evenly
+        spaced whole lines of the scene (NaNs ignored; a zero or unknown std becomes 1)."""
+        s = self.scenes[scene]
+        rows = np.unique(np.linspace(0, s.lines - 1, min(s.lines, max_rows)).round())
+        cube = self.cube(scene)
+        values = np.concatenate([read_window(cube, int(y), 0, 1, s.samples, s.band_indices)
+                                 .reshape(-1, s.samples) for y in rows], axis=1)
+        values = values.astype(np.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN bands: handled below
+            mean, std = np.nanmean(values, axis=1), np.nanstd(values, axis=1)
+        mean = np.where(np.isfinite(mean), mean, 0.0)
+        std = np.where(np.isfinite(std) & (std > 0), std, 1.0)
+        return mean.astype(np.float32), std.astype(np.float32)
+
+    def close(self) -> None:
+        """Close this process's cubes (they reopen on the next read)."""
+        for cube in self._cubes.values():
+            cube.close()
+        self._cubes = {}
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_cubes"], state["_pid"] = {}, None  # the receiving process opens its own
+        return state
+

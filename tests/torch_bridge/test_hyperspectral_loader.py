@@ -1,0 +1,203 @@
+"""make_loader("hyperspectral", ...) on both backends, against the values written to disk."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bench.sample_hyperspectral import small_scene_folder
+from dali_pipes.formats import FormatError
+from dali_pipes.schema import schema_for
+from dali_pipes.sources.hyperspectral import patch_augment
+from torch_bridge import SampleError, make_loader
+
+pytest.importorskip("spectral")
+P = 5
+
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory):
+    return small_scene_folder(tmp_path_factory.mktemp("hsi") / "scenes")
+
+
+@pytest.fixture(params=["dali", "torch"])
+def backend(request):
+    return request.param
+
+
+def _folder(scenes):
+    return scenes[0]["path"].parent
+
+
+def _loader(data, backend, **kw):
+    kw.setdefault("batch_size", 32)
+    kw.setdefault("patch_size", P)
+    if backend == "torch":
+        kw.setdefault("reference", {"num_workers": 0})
+    return make_loader("hyperspectral", data, backend=backend, **kw)
+
+
+def _all(loader):
+    batches = list(loader)
+    return {k: torch.cat([b[k] for b in batches]) for k in batches[0]}
+
+
+def _expected(scenes, scene, position, bands=None, p=P):
+    """The file's patch with numpy reflect padding, cast to float32."""
+    cube = scenes[scene]["cube"] if bands is None else scenes[scene]["cube"][bands]
+    r, (y, x) = p // 2, position
+    padded = np.pad(cube, ((0, 0), (r, r), (r, r)), mode="reflect")
+    return padded[:, y:y + p, x:x + p].astype(np.float32)
+
+
+def _n_labeled(scenes):
+    return sum(int((s["labels"] != 0).sum()) for s in scenes)
+
+
+def test_schema_labels_and_positions(scenes, backend):
+    batch = next(iter(_loader(_folder(scenes), backend)))
+    schema = schema_for("hyperspectral")
+    assert set(batch) == set(schema)
+    for name, (dtype, layout) in schema.items():
+        assert batch[name].dtype == getattr(torch, dtype), name
+        assert batch[name].dim() == len(layout), name
+    assert batch["cube"].shape == (32, 12, P, P) and batch["position"].shape == (32, 2)
+    for scene, (y, x), label in zip(batch["scene"].tolist(), batch["position"].tolist(),
+                                    batch["label"].tolist()):
+        assert label == scenes[scene]["labels"][y, x] - 1 >= 0
+
+
+def test_every_labeled_pixel_once_per_pass(scenes, backend):
+    out = _all(_loader(_folder(scenes), backend, seed=3))
+    n = _n_labeled(scenes)
+    assert sorted(out["index"].tolist()) == list(range(n))
+    seen = {(s, y, x) for s, (y, x) in zip(out["scene"].tolist(), out["position"].tolist())}
+    truth = {(i, int(y), int(x)) for i, s in enumerate(scenes)
+             for y, x in zip(*np.nonzero(s["labels"]))}
+    assert seen == truth
+
+
+def test_eval_cubes_equal_the_files_reflect_padded(scenes, backend):
+    out = _all(_loader(_folder(scenes), backend, train=False, shuffle=False))
+    for cube, scene, position in zip(out["cube"].numpy(), out["scene"].tolist(),
+                                     out["position"].tolist()):
+        np.testing.assert_array_equal(cube, _expected(scenes, scene, position))
+
+
+def test_train_backends_identical_and_equal_rot90_of_flips(scenes):
+    dali = _all(_loader(_folder(scenes), "dali", seed=4))
+    ref = _all(_loader(_folder(scenes), "torch", seed=4))
+    assert torch.equal(dali["index"], ref["index"]) and torch.equal(dali["cube"], ref["cube"])
+    flip_h, flip_v, k = patch_augment(4, 0, dali["index"].numpy(), train=True)
+    changed = 0
+    for i, (scene, position) in enumerate(zip(dali["scene"].tolist(),
+                                              dali["position"].tolist())):
+        plain = _expected(scenes, scene, position)
+        flipped = plain[:, ::-1] if flip_v[i] else plain
+        flipped = flipped[:, :, ::-1] if flip_h[i] else flipped
+        np.testing.assert_array_equal(dali["cube"][i].numpy(), np.rot90(flipped, k[i], (1, 2)))
+        changed += not np.array_equal(dali["cube"][i].numpy(), plain)
+    assert changed > len(k) // 2
+
+
+def test_bands_by_index_and_by_wavelength_range(scenes, backend):
+    for bands, expected_bands in (([11, 0, 3], [11, 0, 3]), ((480.0, 720.0), [2, 3, 4, 5, 6])):
+        out = _all(_loader(_folder(scenes), backend, train=False, bands=bands))
+        assert out["cube"].shape[1] == len(expected_bands)
+        for i in range(0, len(out["index"]), 17):
+            expected = _expected(scenes, int(out["scene"][i]), out["position"][i].tolist(),
+                                 expected_bands)
+            np.testing.assert_array_equal(out["cube"][i].numpy(), expected)
+
+
+def test_normalize_backends_agree(scenes):
+    dali = _all(_loader(_folder(scenes), "dali", seed=1, normalize=True))
+    ref = _all(_loader(_folder(scenes), "torch", seed=1, normalize=True))
+    torch.testing.assert_close(dali["cube"], ref["cube"], rtol=0, atol=0)
+    centre = dali["cube"][:, :, P // 2, P // 2]  # the labeled pixels, about half of each scene
+    assert centre.mean(dim=0).abs().max() < 0.2 and 0.8 < centre.std(dim=0).mean() < 1.2
+
+
+def test_resume_is_exact(scenes, backend):
+    reference = _loader(_folder(scenes), backend, seed=2)
+    reference.set_epoch(1)
+    full = list(reference)
+    loader = _loader(_folder(scenes), backend, seed=2)
+    loader.set_epoch(1)
+    it = iter(loader)
+    next(it), next(it)
+    resumed = _loader(_folder(scenes), backend, seed=2)
+    resumed.load_state_dict(loader.state_dict())
+    rest = list(resumed)
+    assert len(rest) == len(full) - 2
+    for a, b in zip(full[2:], rest):
+        assert torch.equal(a["index"], b["index"]) and torch.equal(a["cube"], b["cube"])
+
+
+def test_multiple_folders_hold_source_id(tmp_path, backend):
+    a = small_scene_folder(tmp_path / "one", lines=6, samples=7, bands=4)
+    b = small_scene_folder(tmp_path / "two", lines=5, samples=6, bands=4, seed=1)
+    out = _all(_loader([_folder(a), _folder(b)], backend, shuffle=False))
+    assert out["source_id"].tolist() == [0] * _n_labeled(a) + [1] * _n_labeled(b)
+    assert out["scene"].max().item() == 5
+
+
+def test_reference_with_workers_matches_in_process(scenes):
+    a = _all(_loader(_folder(scenes), "torch", seed=6))
+    b = _all(_loader(_folder(scenes), "torch", seed=6, reference={"num_workers": 2}))
+    assert torch.equal(a["cube"], b["cube"]) and torch.equal(a["index"], b["index"])
+
+
+def test_bad_files_and_options_fail_on_make_loader(tmp_path):
+    scenes = small_scene_folder(tmp_path / "s", lines=6, samples=7, bands=4)
+    with pytest.raises(ValueError, match="patch_size"):
+        make_loader("hyperspectral", _folder(scenes), patch_size=4)
+    with pytest.raises(ValueError, match="normalize"):
+        make_loader("hyperspectral", _folder(scenes), normalize="yes")
+    (_folder(scenes) / "b.labels.npy").unlink()
+    with pytest.raises(FormatError, match=r"b\.hdr: label map"):
+        make_loader("hyperspectral", _folder(scenes))
+    scenes = small_scene_folder(tmp_path / "t", lines=6, samples=7, bands=4)
+    data = _folder(scenes) / "c.spe"
+    data.write_bytes(data.read_bytes()[:4200])  # header and part of the frames
+    with pytest.raises(FormatError, match=r"c\.spe"):
+        make_loader("hyperspectral", _folder(scenes))
+
+
+def _truncate_after_make_loader(tmp_path, backend, on_error, **kw):
+    """Files are validated when the loader is made and opened on first read; a file that
+    breaks in between fails its samples, which on_error handles."""
+    scenes = small_scene_folder(tmp_path / "s", lines=6, samples=7, bands=4)
+    loader = _loader(_folder(scenes), backend, on_error=on_error, batch_size=8, **kw)
+    data = _folder(scenes) / "b.img"
+    data.write_bytes(data.read_bytes()[:-2])
+    return scenes, loader
+
+
+def test_on_error_skip_counts_every_sample_of_a_broken_scene(tmp_path, backend):
+    scenes, loader = _truncate_after_make_loader(tmp_path, backend, "skip")
+    seen = _all(loader)["index"].tolist()
+    n_a, n_b = (int((s["labels"] != 0).sum()) for s in scenes[:2])
+    broken = set(range(n_a, n_a + n_b))
+    assert sorted(seen) == sorted(set(range(_n_labeled(scenes))) - broken)
+    assert {s.index for s in loader.skipped} == broken and len(loader.skipped) == n_b
+    assert all(s.path.endswith("b.hdr") and "data size" in s.reason for s in loader.skipped)
+
+
+def test_on_error_raise_names_file_and_index(tmp_path, backend):
+    scenes, loader = _truncate_after_make_loader(tmp_path, backend, "raise", shuffle=False)
+    first_b = int((scenes[0]["labels"] != 0).sum())
+    with pytest.raises(SampleError, match=rf"sample {first_b} \(.*b\.hdr\).*b\.img"):
+        list(loader)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["dali", "torch"])
+def test_cuda_batches_are_on_the_gpu_and_match_cpu(scenes, backend):
+    for normalize in (False, True):
+        gpu = _all(_loader(_folder(scenes), backend, device="cuda", seed=5, normalize=normalize))
+        cpu = _all(_loader(_folder(scenes), "torch", seed=5, normalize=normalize))
+        assert all(t.device.type == "cuda" for t in gpu.values())
+        assert torch.equal(gpu["index"].cpu(), cpu["index"])
+        # Flips and turns are exact; GPU division may round differently in the last bit.
+        torch.testing.assert_close(gpu["cube"].cpu(), cpu["cube"], rtol=1e-6, atol=1e-6)
