@@ -44,3 +44,18 @@ def test_compare_reports_a_failing_backend(tmp_path):
         capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "does not exist" in proc.stderr
+
+
+def test_compare_hyperspectral(tmp_path):
+    from bench.sample_hyperspectral import small_scene_folder
+    small_scene_folder(tmp_path / "scenes")
+    out = tmp_path / "h.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "compare.py"), "--modality", "hyperspectral",
+         "--data", str(tmp_path / "scenes"), "--batch-size", "16", "--steps", "3",
+         "--warmup", "1", "--device", "cpu", "--json", str(out)],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert [r["backend"] for r in report["results"]] == ["dali", "torch"]
+    assert report["speedup"] > 0 and all(r["samples_per_s"] > 0 for r in report["results"])
