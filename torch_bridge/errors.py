@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal, TypeVar
 
+import numpy as np
+
 T = TypeVar("T")
 OnError = Literal["raise", "skip"]
 
@@ -58,6 +60,17 @@ class SampleGuard:
         """Raise SampleError (on_error="raise") or record the skip."""
         reason = self.mark_bad(index, path, exc)
         self.skipped.append(Skipped(int(index), path, epoch, reason))
+
+    def read_batch(self, epoch: int, indices, path: Callable[[int], str],
+                   read: Callable[[int], T]) -> tuple[list[T], np.ndarray]:
+        """`read(i)` for each index; the results and the int64 indices that succeeded."""
+        results, kept = [], []
+        for index in indices.tolist():
+            got = self.run(index, path(index), epoch, lambda: read(index))
+            if got is not None:
+                results.append(got)
+                kept.append(index)
+        return results, np.asarray(kept, dtype=np.int64)
 
     def run(self, index: int, path: str, epoch: int, work: Callable[[], T]) -> T | None:
         """`work()`, or None when it failed and the sample is skipped."""

@@ -71,15 +71,9 @@ class HyperspectralModality:
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Read a batch's patches (bad ones go to the guard); parameters, vectorised."""
-        patches, kept = [], []
-        for index in indices.tolist():
-            patch = guard.run(index, self.path(index), epoch,
-                              lambda: self.source.read_patch(index))
-            if patch is not None:
-                patches.append(patch)
-                kept.append(index)
-        kept_arr = np.asarray(kept, dtype=np.int64)
-        if not kept:
+        patches, kept_arr = guard.read_batch(epoch, indices, self.path,
+                                             self.source.read_patch)
+        if not patches:
             return {}, kept_arr
         feeds = {"cube": np.stack(patches)}  # one dense (B, n_bands, P, P) array
         if self.normalize:

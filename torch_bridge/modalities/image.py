@@ -51,18 +51,11 @@ class ImageModality:
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
               ) -> tuple[dict[str, list[np.ndarray]], np.ndarray]:
         """Read and check a batch's files; crop parameters for the good ones, vectorised."""
-        datas, sizes, kept = [], [], []
-        for index in indices.tolist():
-            got = guard.run(index, self.path(index), epoch,
-                            lambda: self.source.read_checked(index))
-            if got is not None:
-                datas.append(got[0])
-                sizes.append(got[1])
-                kept.append(index)
-        kept_arr = np.asarray(kept, dtype=np.int64)
-        if not kept:
+        got, kept_arr = guard.read_batch(epoch, indices, self.path, self.source.read_checked)
+        if not got:
             return {}, kept_arr
-        hw = np.asarray(sizes, dtype=np.int64)
+        datas = [data for data, _ in got]
+        hw = np.asarray([size for _, size in got], dtype=np.int64)
         windows, flip = image_params(self.seed, epoch, kept_arr, hw[:, 0], hw[:, 1],
                                      size=self.size, train=self.train)
         windows = windows.astype(np.int32)
