@@ -30,7 +30,7 @@ def build(backend: str, args):
         from torch_bridge import make_loader
         extra = {"config": args.config} if backend == "dali" else {
             "reference": {"num_workers": args.workers}}
-        if args.modality == "image":  # the other modalities have no `size` option
+        if args.modality in ("image", "video"):  # the others have no `size` option
             extra["size"] = args.size
         return make_loader(args.modality, args.data, backend=backend, **common, **extra)
     if backend == "classic":

@@ -17,9 +17,15 @@ HYPERSPECTRAL = {
     "scene": ("int64", "B"),
     "index": ("int64", "B"),
 }
+VIDEO = {
+    "frames": ("float32", "BTCHW"),
+    "timestamps": ("float64", "BT"),  # seconds from the file's first frame
+    "label": ("int64", "B"),
+    "index": ("int64", "B"),
+}
 SOURCE_ID = {"source_id": ("int64", "B")}
 
-SCHEMAS = {"image": IMAGE, "hyperspectral": HYPERSPECTRAL}
+SCHEMAS = {"image": IMAGE, "video": VIDEO, "hyperspectral": HYPERSPECTRAL}
 
 
 def schema_for(modality: str, multi_source: bool = False) -> dict[str, tuple[str, str]]:

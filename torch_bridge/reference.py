@@ -65,17 +65,31 @@ class _PlanBatchSampler(Sampler):
             yield [(self.epoch, int(i)) for i in indices]
 
 
-def _collate(items):
-    kept, samples, skipped = [], [], []
-    for index, sample, skips in items:
-        skipped.extend(skips)
-        if sample is not None:
-            kept.append(index)
-            samples.append(sample)
-    if not samples:
-        return kept, None, skipped
-    stacked = {name: torch.stack([s[name] for s in samples]) for name in samples[0]}
-    return kept, stacked, skipped
+class _Collate:
+    """Stacks the good samples of a batch; keeps the skip records that came with them."""
+
+    def __init__(self, modality):
+        self.modality = modality
+
+    def __call__(self, items):
+        kept, samples, skipped = [], [], []
+        for index, sample, skips in items:
+            skipped.extend(skips)
+            if sample is not None:
+                kept.append(index)
+                samples.append(sample)
+        if not samples:
+            return kept, None, skipped
+        return kept, {name: self._stack(name, [s[name] for s in samples], kept)
+                      for name in samples[0]}, skipped
+
+    def _stack(self, name: str, values: list[torch.Tensor], kept: list[int]) -> torch.Tensor:
+        shapes = {tuple(v.shape) for v in values}
+        if len(shapes) > 1:
+            files = ", ".join(f"{i}: {self.modality.path(i)} {tuple(v.shape)}"
+                              for i, v in zip(kept, values))
+            raise ValueError(f"cannot batch {name!r}: samples differ in shape ({files})")
+        return torch.stack(values)
 
 
 class TorchEngine:
@@ -87,7 +101,7 @@ class TorchEngine:
         workers = options.num_workers
         self.loader = DataLoader(
             _PlanDataset(modality, guard.on_error), batch_sampler=self.sampler,
-            num_workers=workers, collate_fn=_collate, pin_memory=pin,
+            num_workers=workers, collate_fn=_Collate(modality), pin_memory=pin,
             prefetch_factor=options.prefetch_factor if workers > 0 else None,
             persistent_workers=options.persistent_workers and workers > 0,
             multiprocessing_context=options.multiprocessing_context if workers > 0 else None)

@@ -1,0 +1,87 @@
+"""The video graph: per-sample choice of DALI decoding or frames decoded in the source.
+
+Inputs (fed by the loader through `external_source`, per batch):
+  "video"           uint8 (n_bytes,)    encoded segment (`remux_segment`); 1 dummy byte for
+                                        samples decoded in the source
+  "decoded"         uint8 (T, H, W, 3)  frames decoded by PyAV (layout FHWC); a (1, 1, 1, 3)
+                                        dummy for samples DALI decodes
+  "use_dali"        bool ()             True: decode "video" here; False: take "decoded"
+  "start_frame"     int32 ()            the clip's first frame within the segment
+  "sequence_length" int32 ()            T (the clip length)
+  "stride"          int32 ()            distance between the clip's frames
+  "mirror"          int32 ()            1 flips every frame of the clip horizontally
+  "timestamps"      float64 (T,)        passed through unchanged
+Outputs: "frames" float32 (T, 3, H, W) normalized with ImageNet mean/std (layout FCHW),
+"timestamps" float64 (T,).
+
+Design: ONE graph with DALI conditionals (`enable_conditionals=True`). The batch is split on
+"use_dali": the decoder (`fn.decoders.video`, "cpu" for VP8/VP9/MJPEG, "mixed" = NVDEC on the
+GPU) only sees the samples it can decode, the others bring their PyAV frames; the two halves
+are merged before resize / flip / normalize, so both kinds of sample share every later
+operator and one batch may mix codecs. Padding past the end of a video repeats its last frame
+(`pad_mode="edge"`, equal to `clips.clip_frame_indices(..., "repeat_last")` because a
+segment ends at the clip's last frame).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import nvidia.dali.fn as fn
+import nvidia.dali.types as types
+from nvidia.dali import pipeline_def
+
+from dali_pipes.formats.video import CPU_DECODABLE_CODECS
+from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
+
+# Codecs the "mixed" (NVDEC) video decoder takes; everything else is decoded by PyAV.
+GPU_DECODABLE_CODECS = frozenset({"h264", "hevc", "vp8", "vp9", "av1"})
+INPUTS = ("video", "decoded", "use_dali", "start_frame", "sequence_length", "stride",
+          "mirror", "timestamps")
+OUTPUTS = ("frames", "timestamps")
+
+
+def dali_decodes(codec: str, device: Literal["cpu", "gpu"]) -> bool:
+    """Whether the graph on `device` decodes `codec` itself (else the source decodes it)."""
+    return codec in (CPU_DECODABLE_CODECS if device == "cpu" else GPU_DECODABLE_CODECS)
+
+
+def build_video_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
+                         config: PipelineConfig, size: tuple[int, int] | None,
+                         device_id: int | None = None):
+    """Define (not build) the video graph; `size` (H, W) or None for native resolution."""
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    if size is not None and (len(size) != 2 or min(size) < 1):
+        raise ValueError(f"size must be None or (height, width) > 0, got {size!r}")
+    graph = pipeline_def(_graph, enable_conditionals=True)
+    return graph(device=device, size=size, batch_size=batch_size,
+                 num_threads=config.threads(), exec_dynamic=True,
+                 device_id=(device_id or 0) if device == "gpu" else None,
+                 prefetch_queue_depth=config.prefetch_queue_depth)
+
+
+def _input(name: str, dtype, ndim: int, layout: str | None = None):
+    return fn.external_source(name=name, dtype=dtype, ndim=ndim, layout=layout, no_copy=True)
+
+
+def _graph(device: str, size):
+    video = _input("video", types.UINT8, 1)
+    decoded = _input("decoded", types.UINT8, 4, layout="FHWC")
+    use_dali = _input("use_dali", types.BOOL, 0)
+    start, length, stride, mirror = (_input(name, types.INT32, 0) for name in
+                                     ("start_frame", "sequence_length", "stride", "mirror"))
+    timestamps = _input("timestamps", types.FLOAT64, 1)
+    if use_dali:
+        frames = fn.decoders.video(video, device="cpu" if device == "cpu" else "mixed",
+                                   start_frame=start, sequence_length=length, stride=stride,
+                                   pad_mode="edge")
+    else:
+        frames = decoded if device == "cpu" else decoded.gpu()
+    if size is not None:
+        frames = fn.resize(frames, device=device, size=list(size), antialias=True,
+                           interp_type=types.INTERP_LINEAR)
+    frames = fn.crop_mirror_normalize(
+        frames, device=device, mirror=mirror, dtype=types.FLOAT, output_layout="FCHW",
+        mean=[m * 255 for m in IMAGENET_MEAN], std=[s * 255 for s in IMAGENET_STD])
+    return frames, timestamps

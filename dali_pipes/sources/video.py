@@ -1,0 +1,79 @@
+"""Video source: class folders of video files; sample i is clip i % K of video i // K.
+
+Files are probed lazily (on first use of a sample, through `probe_video`'s in-process cache),
+so making a source over thousands of files costs a directory listing only. Clip starts come
+from `dali_pipes.clips` (pure functions of seed, epoch, video index and clip number); the
+frame indices of a clip follow its "repeat_last" padding rule (a video shorter than the clip
+repeats its last frame, and the timestamps repeat with it).
+
+For DALI a clip is read as an encoded segment (`remux_segment`: the packets from the keyframe
+before the clip to its last frame, in a small Matroska file) plus the clip's first frame
+within that segment; for codecs DALI cannot decode on the chosen device the clip is decoded
+here with PyAV (`decode_clip`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dali_pipes.clips import clip_frame_indices, clip_span, clip_starts
+from dali_pipes.formats.video import VideoInfo, decode_frames_pyav, probe_video, remux_segment
+from dali_pipes.sources.folders import PathLike, list_class_folders
+
+VIDEO_EXTENSIONS = frozenset({".mp4", ".webm", ".mkv", ".avi"})
+
+
+class VideoFolderSource:
+    """`root/<class>/<video>` (or a list of such roots, one per source)."""
+
+    def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
+                 stride: int = 1, clips_per_video: int = 1):
+        for name, value in (("clip_length", clip_length), ("stride", stride),
+                            ("clips_per_video", clips_per_video)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        listing = list_class_folders(data, VIDEO_EXTENSIONS, "video")
+        self.roots, self.classes, self.files = listing.roots, listing.classes, listing.files
+        self.ignored = listing.ignored
+        self.clip_length, self.stride = int(clip_length), int(stride)
+        self.clips_per_video = int(clips_per_video)
+        self.labels = np.repeat(listing.labels, self.clips_per_video)
+        self.source_ids = np.repeat(listing.source_ids, self.clips_per_video)
+
+    def __len__(self) -> int:
+        return len(self.files) * self.clips_per_video
+
+    @property
+    def span(self) -> int:
+        return clip_span(self.clip_length, self.stride)
+
+    def path(self, index: int) -> str:
+        return self.files[int(index) // self.clips_per_video]
+
+    def info(self, index: int) -> VideoInfo:
+        """The probe of sample `index`'s file (cached; FormatError for a bad file)."""
+        return probe_video(self.path(index))
+
+    def clip_indices(self, seed: int, epoch: int, indices, *, train: bool) -> np.ndarray:
+        """(B, clip_length) int64 frame indices of the samples' clips (probes the files)."""
+        indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        counts = np.array([self.info(i).frame_count for i in indices.tolist()], np.int64)
+        starts = clip_starts(seed, epoch, indices // self.clips_per_video, counts,
+                             clip_length=self.clip_length, stride=self.stride, train=train,
+                             clips_per_video=self.clips_per_video,
+                             clip_id=indices % self.clips_per_video)
+        frames, _ = clip_frame_indices(starts, counts, self.clip_length, self.stride)
+        return frames.reshape(len(indices), self.clip_length)
+
+    def timestamps(self, index: int, frames: np.ndarray) -> np.ndarray:
+        """(T,) float64 seconds from the file's first frame, for the clip's frames."""
+        return np.array(self.info(index).timestamps[frames], dtype=np.float64)
+
+    def read_segment(self, index: int, frames: np.ndarray) -> tuple[np.ndarray, int]:
+        """(segment bytes uint8 (n,), clip start within the segment) for DALI's decoder."""
+        info = self.info(index)
+        segment, key = remux_segment(info, int(frames[0]), int(frames.max()))
+        return segment, int(frames[0]) - key
+
+    def decode_clip(self, index: int, frames: np.ndarray) -> np.ndarray:
+        """(T, H, W, 3) uint8 RGB frames decoded with PyAV (the CPU fallback)."""
+        return decode_frames_pyav(self.path(index), frames, info=self.info(index))[0]

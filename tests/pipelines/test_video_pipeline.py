@@ -1,0 +1,85 @@
+"""The video graph: defined for the GPU (checks operator arguments), run on the CPU."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.sample_video import small_video_folder
+from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
+from dali_pipes.pipelines.video import OUTPUTS, build_video_pipeline, dali_decodes
+from dali_pipes.sources.video import VideoFolderSource
+
+MEAN = np.array(IMAGENET_MEAN, np.float32)[:, None, None] * 255
+STD = np.array(IMAGENET_STD, np.float32)[:, None, None] * 255
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    return VideoFolderSource(small_video_folder(tmp_path_factory.mktemp("vpipe") / "v",
+                                                n_videos=2), clip_length=6, stride=2)
+
+
+def _feeds(source, samples, mirror):
+    """samples: (index, frame indices, decode in DALI?)."""
+    feeds = {name: [] for name in ("video", "decoded", "start_frame")}
+    for index, frames, in_dali in samples:
+        segment, start = source.read_segment(index, frames) if in_dali else (None, 0)
+        feeds["video"].append(segment if in_dali else np.zeros(1, np.uint8))
+        feeds["decoded"].append(np.zeros((1, 1, 1, 3), np.uint8) if in_dali
+                                else source.decode_clip(index, frames))
+        feeds["start_frame"].append(start)
+    n = len(samples)
+    feeds.update(use_dali=np.array([s[2] for s in samples]),
+                 start_frame=np.array(feeds["start_frame"], np.int32),
+                 sequence_length=np.full(n, len(samples[0][1]), np.int32),
+                 stride=np.full(n, source.stride, np.int32),
+                 mirror=np.array(mirror, np.int32),
+                 timestamps=np.stack([source.timestamps(i, f) for i, f, _ in samples]))
+    return feeds
+
+
+def _run(source, samples, mirror, size=None):
+    pipe = build_video_pipeline(device="cpu", batch_size=len(samples), size=size,
+                                config=PipelineConfig(num_threads=1))
+    pipe.build()
+    for name, value in _feeds(source, samples, mirror).items():
+        pipe.feed_input(name, value)
+    return [np.array(out.as_tensor()) for out in pipe.run()]
+
+
+def test_gpu_graph_is_defined_without_a_gpu():
+    pipe = build_video_pipeline(device="gpu", batch_size=4, size=(32, 40),
+                                config=PipelineConfig())
+    assert pipe is not None and len(OUTPUTS) == 2
+
+
+def test_cpu_graph_decodes_a_vp9_segment_like_pyav(source):
+    frames = np.arange(13, 25, 2)  # starts after the keyframe at 12
+    frames_out, ts = _run(source, [(1, frames, True), (1, frames, False)], mirror=[0, 1])
+    assert frames_out.shape == (2, 6, 3, 48, 64) and frames_out.dtype == np.float32
+    np.testing.assert_array_equal(ts[0], source.timestamps(1, frames))
+    pixels = frames_out * STD + MEAN
+    expected = source.decode_clip(1, frames).transpose(0, 3, 1, 2).astype(np.float32)
+    assert np.abs(pixels[0] - expected).mean() < 3.0  # DALI's YUV->RGB differs slightly
+    np.testing.assert_allclose(pixels[1], expected[..., ::-1], atol=1e-3)  # flipped PyAV
+
+
+def test_edge_padding_repeats_the_last_frame(source):
+    n = source.info(0).frame_count
+    frames = np.minimum(n - 3 + 2 * np.arange(6), n - 1)
+    out, _ = _run(source, [(0, frames, True)], mirror=[0], size=(16, 16))
+    assert out.shape == (1, 6, 3, 16, 16)
+    for t in range(2, 6):
+        np.testing.assert_array_equal(out[0, t], out[0, 1])
+
+
+def test_which_codecs_the_graph_decodes():
+    assert dali_decodes("vp9", "cpu") and dali_decodes("mjpeg", "cpu")
+    assert not dali_decodes("h264", "cpu") and dali_decodes("h264", "gpu")
+    assert not dali_decodes("mpeg4", "gpu")
+
+
+def test_bad_size_is_rejected():
+    with pytest.raises(ValueError, match="size"):
+        build_video_pipeline(device="cpu", batch_size=1, size=(0, 4), config=PipelineConfig())
