@@ -52,23 +52,75 @@ class Loader:
         self.epoch, self._consumed = epoch + 1, 0
 
     def state_dict(self) -> dict[str, Any]:
+        """Position (epoch, batches consumed) plus what defines the order: `order` (data set
+        listing, seed, shuffle, drop_last, world size, batch size, modality) and its sha256
+        `fingerprint`, which load_state_dict checks."""
+        order = _order_spec(self)
         return {"version": STATE_VERSION, "epoch": self.epoch,
                 "batches_consumed": self._consumed, "num_batches": len(self.plan),
                 "seed": self.plan.seed, "world_size": self.plan.world_size,
-                "rank": self.plan.rank, "num_samples": self.plan.num_samples}
+                "rank": self.plan.rank, "num_samples": self.plan.num_samples,
+                "order": order, "fingerprint": _fingerprint(order)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue where `state` stopped; ValueError naming every field that differs when
+        the state was saved by a loader with another order (a state without a fingerprint,
+        from an older version, is checked on its per-key fields only)."""
         mine = {"num_samples": self.plan.num_samples, "seed": self.plan.seed,
                 "world_size": self.plan.world_size, "num_batches": len(self.plan)}
-        for key, value in mine.items():
-            if state.get(key) != value:
-                raise ValueError(f"load_state_dict: {key} is {state.get(key)!r} in the state "
-                                 f"but {value!r} in this loader; resuming would reorder data")
+        theirs, order = dict(state), _order_spec(self)
+        changed = "fingerprint" in state and state["fingerprint"] != _fingerprint(order)
+        if changed:
+            mine.update(order)
+            theirs.update(state.get("order") or {})
+        diffs = [f"{key} is {theirs.get(key)!r} in the state but {value!r} in this loader"
+                 for key, value in mine.items() if theirs.get(key) != value]
+        if changed and not diffs:
+            diffs = ["the order fingerprint differs"]
+        if diffs:
+            raise ValueError("load_state_dict: the state does not match this loader ("
+                             + "; ".join(diffs) + "); resuming would reorder data")
         self.epoch = int(state["epoch"])
         self._resume_from = self._consumed = int(state["batches_consumed"])
 
     def close(self) -> None:
         self._engine.close()
+
+
+def _listing_digest(modality) -> str | None:
+    """sha256 of the ordered sample files, each relative to its data root (so moving the data
+    set keeps it), or its base name; None when the modality exposes no file list."""
+    import hashlib
+    source = getattr(modality, "source", None)
+    if hasattr(source, "files"):
+        paths = [str(p) for p in source.files]
+    elif hasattr(source, "scenes"):
+        paths = [str(scene.path) for scene in source.scenes]
+    else:
+        return None
+    roots = [os.path.abspath(r) for r in getattr(source, "roots", ())]
+    digest = hashlib.sha256()
+    for path in paths:
+        full = os.path.abspath(path)
+        root = next((r for r in roots if full.startswith(r + os.sep)), None)
+        digest.update(os.path.relpath(full, root).encode() if root else
+                      os.path.basename(full).encode())
+        digest.update(b"\0")
+    return f"{len(paths)} files, sha256 {digest.hexdigest()}"
+
+
+def _order_spec(loader: Loader) -> dict[str, Any]:
+    plan = loader.plan
+    return {"listing": _listing_digest(getattr(loader._engine, "modality", None)),
+            "num_samples": plan.num_samples, "seed": plan.seed, "shuffle": plan.shuffle,
+            "drop_last": plan.drop_last, "world_size": plan.world_size,
+            "batch_size": plan.batch_size, "modality": loader.modality}
+
+
+def _fingerprint(order: dict[str, Any]) -> str:
+    import hashlib
+    import json
+    return hashlib.sha256(json.dumps(order, sort_keys=True).encode()).hexdigest()
 
 
 def _resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -101,7 +153,10 @@ def _modality(name: str, data, seed: int, options: dict):
     if name == "hyperspectral":
         from torch_bridge.modalities.hyperspectral import HyperspectralModality
         return HyperspectralModality(data, seed=seed, **options)
-    if name in ("video", "fusion"):
+    if name == "video":
+        from torch_bridge.modalities.video import VideoModality
+        return VideoModality(data, seed=seed, **options)
+    if name == "fusion":
         raise NotImplementedError(f"modality {name!r} is not implemented yet")
     raise ValueError(f"unknown modality {name!r}; expected image, video, hyperspectral "
                      f"or fusion")

@@ -1,0 +1,115 @@
+"""torch_bridge.doctor: the CLI end to end, and each pure check with injected values."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from torch_bridge import doctor
+from torch_bridge.doctor import Env, GiB
+
+EXPECTED = {"python", "torch", "cuda", "driver", "driver vs torch", "driver vs DALI",
+            "torch/DALI CUDA", "dali", "cupy", "pinned memory", "/dev/shm", "cpu cores"}
+
+
+def test_cli_json_reports_every_check():
+    proc = subprocess.run([sys.executable, "-m", "torch_bridge.doctor", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    report = json.loads(proc.stdout)
+    names = {c["name"] for c in report["checks"]}
+    assert names == EXPECTED
+    assert all(c["status"] in ("ok", "warn", "fail", "info") for c in report["checks"])
+    assert proc.returncode == (0 if report["ok"] else 1)
+    assert report["ok"] == all(c["status"] != "fail" for c in report["checks"])
+    env = report["env"]
+    assert env["python"] == ".".join(map(str, sys.version_info[:3]))
+    import torch
+    assert env["torch_version"] == torch.__version__
+    assert env["torch_cuda"] == torch.version.cuda
+    assert env["cuda_available"] == torch.cuda.is_available()
+
+
+def test_cli_table_runs(capsys):
+    code = doctor.main(["--batch-bytes", "1000"])
+    out = capsys.readouterr().out
+    assert "/dev/shm" in out and "torch" in out
+    assert code in (0, 1)
+
+
+def test_probe_without_gpu_does_not_crash():
+    env = doctor.probe()
+    checks = doctor.run_checks(env)
+    assert {c.name for c in checks} == EXPECTED
+    if not env.cuda_available:
+        pinned = next(c for c in checks if c.name == "pinned memory")
+        assert pinned.status in ("info", "ok")
+
+
+def test_mismatched_cuda_majors_are_explained():
+    check = doctor.check_cuda_majors("13.0", 12, None)
+    assert check.status == "info"
+    assert "CUDA 13" in check.detail and "CUDA 12" in check.detail
+    assert "580" in check.advice
+    assert doctor.check_cuda_majors("13.0", 12, "12.8").status == "warn"
+    assert doctor.check_cuda_majors("13.0", 12, "13.0").status == "info"
+    assert doctor.check_cuda_majors("12.4", 12, "12.2").status == "ok"
+
+
+@pytest.mark.parametrize("build, driver_cuda, status", [
+    ("13.0", "12.8", "fail"), ("13.0", "13.0", "ok"), ("12.4", "12.2", "ok"),
+    ("12.4", "11.8", "fail"), (12, "13.1", "ok")])
+def test_driver_too_old_for_the_build(build, driver_cuda, status):
+    check = doctor.check_driver_supports("torch", build, "570.86", driver_cuda)
+    assert check.status == status
+    if status == "fail":
+        assert "upgrade the NVIDIA driver" in check.advice
+        assert doctor.MIN_DRIVER[doctor._major(build)] in check.advice
+
+
+def test_no_driver_means_cpu_backend():
+    assert doctor.check_driver(None, None, [], "NVML Shared Library Not Found").status == "info"
+    assert "CPU backend" in doctor.check_cuda(False, "no driver", []).advice
+    assert doctor.check_driver_supports("DALI", 12, None, None).status == "info"
+    ok = doctor.check_driver("580.65.06", "13.0", ["NVIDIA H200"], None)
+    assert ok.status == "ok" and "H200" in ok.detail
+
+
+def test_small_or_full_shm_warns():
+    assert doctor.check_shm(64 << 20, 64 << 20, 1 << 20).status == "warn"  # docker default
+    assert doctor.check_shm(8 * GiB, GiB // 2, GiB).status == "warn"  # less free than needed
+    assert doctor.check_shm(8 * GiB, 8 * GiB, GiB).status == "ok"
+    missing = doctor.check_shm(None, None, GiB)
+    assert missing.status == "warn" and "shm-size" in missing.advice
+
+
+def test_shm_need_follows_batch_bytes_and_workers():
+    env = Env(shm_total=4 * GiB, shm_free=4 * GiB, usable_cores=8)
+    shm = lambda **kw: next(c for c in doctor.run_checks(env, **kw) if c.name == "/dev/shm")
+    assert shm(batch_bytes=GiB // 8, workers=4).status == "ok"  # 1 GiB needed
+    assert shm(batch_bytes=GiB, workers=4).status == "warn"  # 8 GiB needed
+
+
+def test_pinned_memory_failure_is_fatal_only_with_cuda():
+    assert doctor.check_pinned(None, True).status == "ok"
+    assert doctor.check_pinned("no driver", False).status == "info"
+    assert doctor.check_pinned("cudaErrorMemoryAllocation", True).status == "fail"
+
+
+def test_cores_and_packages():
+    assert doctor.check_cores(2, 2).status == "warn"
+    limited = doctor.check_cores(8, 64)
+    assert limited.status == "info" and "affinity" in limited.detail
+    assert "4-6" in doctor.check_cores(8, 8).advice
+    assert doctor.check_torch("2.5.0", None, None).status == "warn"
+    assert doctor.check_torch(None, None, None).status == "fail"
+    assert doctor.check_dali(None, None).status == "fail"
+    assert doctor.check_cupy(None, None, None, None).status == "info"
+    assert doctor.check_cupy("13.0", 12, 2, None).status == "ok"
+
+
+def test_any_fail_makes_exit_code_one(monkeypatch, capsys):
+    monkeypatch.setattr(doctor, "probe", lambda: Env(torch_version=None))
+    assert doctor.main(["--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["ok"] is False
