@@ -1,7 +1,7 @@
 """A/B benchmark: our DALI loader against the plain PyTorch path, side by side, in one run.
 
     python bench/compare.py [--modality image] [--data PATH] [--batch-size N] [--steps N]
-                            [--device cpu|cuda|auto] [--json PATH]
+                            [--device cpu|cuda|auto] [--json PATH] [--plot PATH.png]
 
 With no --data it creates the built-in sample data set once (cached) and runs on it. Each
 backend runs in its own process, one after the other (--repeats interleaves several
@@ -27,7 +27,7 @@ from bench.report import print_table, speedups  # noqa: E402
 # "dali:<preset>" is our DALI backend with another decode preset.
 DEFAULT_BACKENDS = {"image": ["dali", "torch", "classic", "dali-stock", "adapter",
                               "dali:throughput"],
-                    "hyperspectral": ["dali", "torch"]}
+                    "hyperspectral": ["dali", "torch"], "video": ["dali", "torch"]}
 METRICS = ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent", "gpu_util_percent",
            "peak_rss_mb")
 
@@ -43,6 +43,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before timing")
     p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     p.add_argument("--json", type=Path, help="also write the results as JSON here")
+    p.add_argument("--plot", type=Path, help="also write a PNG here: samples/s per backend "
+                   "and data-wait distributions (bench/plots.py)")
     p.add_argument("--backends", help="comma-separated subset (default for images: dali, "
                    "torch, classic, dali-stock, adapter, dali:throughput); dali:<preset> "
                    "runs our DALI backend with that decode preset")
@@ -66,9 +68,11 @@ def sample_data(modality: str) -> Path:
 
     from bench.sample_data import image_dataset
     from bench.sample_hyperspectral import hyperspectral_dataset
+    from bench.sample_video import video_dataset
     makers = {"image": (image_dataset, "creating sample JPEGs (first run only)"),
               "hyperspectral": (hyperspectral_dataset,
-                                "creating sample ENVI and SPE scenes (first run only)")}
+                                "creating sample ENVI and SPE scenes (first run only)"),
+              "video": (video_dataset, "creating sample VP9 clips (first run only)")}
     if modality not in makers:
         raise SystemExit(f"--modality {modality}: built-in sample data not available yet")
     make, description = makers[modality]
@@ -164,6 +168,9 @@ def main(argv=None) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
+    if args.plot:
+        from bench.plots import plot_compare
+        plot_compare(report, args.plot)
     return 0
 
 

@@ -1,0 +1,251 @@
+"""Change one knob at a time, keep a table of samples/s, write the best DALI setting as a preset.
+
+    python bench/tune.py [--modality image] [--data PATH] [--backend dali|torch]
+                         [--params num_threads,prefetch_queue_depth,...]
+                         [--values num_threads=1,2,4] ... [--steps N] [--warmup N]
+                         [--batch-size N] [--size N] [--base-config PRESET|PATH]
+                         [--workers N] [--device cpu|cuda|auto]
+                         [--json PATH] [--plot PATH.png] [--out-preset PATH.toml]
+
+The practice article's closing advice: never change several variables at once. Parameters
+are swept in the order given; each one is swept with every other knob at its current best,
+and its best value is kept before the next parameter (one-at-a-time coordinate search).
+Every setting is measured in its own process (bench/run_one.py's measure), so threads,
+workers and memory of one setting never leak into the next.
+
+DALI parameters: num_threads, prefetch_queue_depth, hw_decoder_load (GPU only: skipped with a
+note on CPU), py_num_workers, batch_size. Torch: num_workers, prefetch_factor, batch_size.
+--out-preset writes every preset key (base preset plus the best values) as TOML that
+make_loader(config=PATH) accepts; batch size is not a preset key and is noted as a comment.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if __package__ in (None, ""):
+    sys.path.insert(0, str(HERE.parent))
+
+SWEEPS = {"dali": {"num_threads": [1, 2, 4], "prefetch_queue_depth": [1, 2, 3],
+                   "hw_decoder_load": [0.0, 0.5, 0.9], "py_num_workers": [0, 2],
+                   "batch_size": [16, 32, 64]},
+          "torch": {"num_workers": [0, 1, 2, 4], "prefetch_factor": [1, 2, 4],
+                    "batch_size": [16, 32, 64]}}
+DEFAULT_PARAMS = {"dali": ["num_threads", "prefetch_queue_depth", "hw_decoder_load"],
+                  "torch": ["num_workers", "prefetch_factor"]}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--modality", choices=["image", "hyperspectral"], default="image")
+    p.add_argument("--data", help="data folder (default: built-in sample data)")
+    p.add_argument("--backend", choices=["dali", "torch"], default="dali")
+    p.add_argument("--params", help="comma-separated parameters to sweep, in order")
+    p.add_argument("--values", action="append", default=[], metavar="NAME=V1,V2",
+                   help="values for one parameter (repeatable); defaults in SWEEPS")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per setting")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=32, help="starting batch size")
+    p.add_argument("--size", type=int, default=224, help="output size (image)")
+    p.add_argument("--base-config", default="default", help="DALI preset to start from")
+    p.add_argument("--workers", type=int, default=2, help="starting DataLoader workers")
+    p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
+    p.add_argument("--json", type=Path)
+    p.add_argument("--plot", type=Path, help="PNG: samples/s against each swept value")
+    p.add_argument("--out-preset", type=Path, help="write the best DALI setting here")
+    p.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure one setting
+    return p.parse_args(argv)
+
+
+def sweep_plan(args, device: str) -> tuple[list[tuple[str, list]], list[str]]:
+    """(parameter, values) pairs to sweep, and notes on what was skipped and why."""
+    known = SWEEPS[args.backend]
+    names = args.params.split(",") if args.params else DEFAULT_PARAMS[args.backend]
+    given = {}
+    for item in args.values:
+        name, _, values = item.partition("=")
+        if name not in known or not values:
+            raise ValueError(f"--values {item!r}: expected NAME=V1,V2 with NAME one of "
+                             f"{sorted(known)} for backend {args.backend}")
+        kind = float if name == "hw_decoder_load" else int
+        given[name] = [kind(v) for v in values.split(",")]
+    plan, notes = [], []
+    for name in names:
+        if name not in known:
+            raise ValueError(f"--params: unknown parameter {name!r} for backend "
+                             f"{args.backend}; known: {sorted(known)}")
+        if name == "hw_decoder_load" and not device.startswith("cuda"):
+            notes.append("hw_decoder_load skipped: it only affects GPU (mixed) decoding")
+            continue
+        plan.append((name, given.get(name, known[name])))
+    return plan, notes
+
+
+def measure_setting(spec: dict) -> dict:
+    """Run one setting in a fresh process; its result dict (samples_per_s, waits...)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    results = [x for x in lines if x.get("event") == "result"]
+    if proc.returncode != 0 or not results:
+        raise RuntimeError(f"setting {spec['setting']} failed (exit {proc.returncode}):\n"
+                           f"{proc.stderr[-3000:]}")
+    return results[-1]
+
+
+def _child(spec: dict) -> int:
+    """Child process: build the loader the spec describes and time it with run_one.measure."""
+    import bench.run_one as run_one
+    from torch_bridge import make_loader
+
+    def build(backend, a):
+        extra = {"size": a.size} if a.modality == "image" else {}
+        if backend == "dali":
+            extra["config"] = spec["config"]
+        else:
+            extra["reference"] = spec["reference"]
+        return make_loader(a.modality, a.data, backend=backend, batch_size=a.batch_size,
+                           device=a.device, seed=0, **extra)
+
+    run_one.build = build  # run_one's own timing loop, our loader options
+    fields = ("modality", "data", "batch_size", "steps", "warmup", "device", "size")
+    args = argparse.Namespace(**{k: spec[k] for k in fields})
+    result = run_one.measure(spec["backend"], args)
+    print(json.dumps({"event": "result", **result}), flush=True)
+    return 0
+
+
+def _spec(args, data, device, state: dict, param: str, value) -> dict:
+    setting = {**state, param: value}
+    config_keys = {f.name for f in dataclasses.fields(_config_class())}
+    config = {**state["config"], **{k: v for k, v in setting.items() if k in config_keys}}
+    reference = {k: setting[k] for k in ("num_workers", "prefetch_factor") if k in setting}
+    return {"backend": args.backend, "modality": args.modality, "data": str(data),
+            "batch_size": setting["batch_size"], "steps": args.steps, "warmup": args.warmup,
+            "device": device, "size": args.size, "config": config, "reference": reference,
+            "setting": {param: value}}
+
+
+def _config_class():
+    from dali_pipes.pipelines.config import PipelineConfig
+    return PipelineConfig
+
+
+def sweep(args, data, device: str, plan, on_done) -> tuple[list[dict], dict]:
+    """Coordinate search: rows of the table, and the final state (best of each knob)."""
+    from dali_pipes.pipelines.config import load_config
+    state = {"config": dataclasses.asdict(load_config(args.base_config)),
+             "batch_size": args.batch_size, "num_workers": args.workers}
+    rows = []
+    for param, values in plan:
+        if param == "prefetch_factor" and state["num_workers"] == 0:
+            rows.append({"param": param, "value": None, "skipped": "num_workers is 0"})
+            continue
+        scored = []
+        for value in values:
+            result = measure_setting(_spec(args, data, device, state, param, value))
+            rows.append({"param": param, "value": value, **{k: result[k] for k in (
+                "samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent")}})
+            scored.append((result["samples_per_s"], value))
+            on_done()
+        best = max(scored)[1]
+        if param in state["config"]:
+            state["config"][param] = best
+        else:
+            state[param] = best
+    return rows, state
+
+
+def write_preset(path: Path, config: dict, comment: str) -> None:
+    """Write `config` (PipelineConfig fields) as a preset TOML and check it loads."""
+    from dali_pipes.pipelines.config import load_config
+
+    def value(v):
+        return ("true" if v else "false") if isinstance(v, bool) else repr(v)
+    lines = [f"# {line}" for line in comment.splitlines()]
+    lines.append('description = "Tuned by bench/tune.py, one knob at a time."')
+    lines += [f"{k} = {value(v)}" for k, v in config.items()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    loaded = dataclasses.asdict(load_config(path))  # raises ValueError naming the file
+    if loaded != config:
+        raise ValueError(f"{path}: preset reads back as {loaded}, expected {config}")
+
+
+def print_table(rows: list[dict], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=title)
+    for name in ("parameter", "value", "samples/s", "wait p50 ms", "wait p95 ms", "CPU %"):
+        table.add_column(name, justify="left" if name == "parameter" else "right")
+    for r in rows:
+        if "skipped" in r:
+            table.add_row(r["param"], "-", f"skipped: {r['skipped']}", "", "", "")
+            continue
+        table.add_row(r["param"], str(r["value"]), f"{r['samples_per_s']:,.1f}",
+                      f"{r['wait_ms_p50']:.1f}", f"{r['wait_ms_p95']:.1f}",
+                      f"{r['cpu_percent']:.0f}")
+    Console(width=None if Console().is_terminal else 110).print(table)
+
+
+def run(args) -> dict:
+    from rich.progress import Progress
+
+    from bench.compare import resolve_device, sample_data
+    device = resolve_device(args.device)
+    data = Path(args.data) if args.data else sample_data(args.modality)
+    plan, notes = sweep_plan(args, device)
+    total = sum(len(v) for _, v in plan)
+    with Progress(transient=True) as progress:
+        task = progress.add_task(f"tuning {args.backend}", total=total)
+        rows, state = sweep(args, data, device, plan, lambda: progress.advance(task))
+    best = {"batch_size": state["batch_size"]}
+    best.update({"config": state["config"]} if args.backend == "dali" else
+                {k: state[k] for k in ("num_workers", "prefetch_factor") if k in state})
+    return {"backend": args.backend, "modality": args.modality, "device": device,
+            "data": str(data), "steps": args.steps, "rows": rows, "best": best,
+            "notes": notes}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.child:
+        return _child(json.loads(args.child))
+    try:
+        report = run(args)
+        print_table(report["rows"], f"{args.backend} on {report['device']}: one knob at a time")
+        for note in report["notes"]:
+            print(f"note: {note}")
+        _outputs(args, report)
+    except (ValueError, RuntimeError, OSError) as exc:
+        print(f"tune.py: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _outputs(args, report: dict) -> None:
+    if args.plot:
+        from bench.plots import plot_sweep
+        plot_sweep(report["rows"], args.plot, title=f"{args.backend} on {report['device']}")
+    if args.out_preset:
+        if args.backend != "dali":
+            raise ValueError("--out-preset writes a DALI decode preset; use --backend dali")
+        write_preset(args.out_preset, report["best"]["config"],
+                     f"best batch size measured: {report['best']['batch_size']} (not a preset"
+                     f" key: pass batch_size= to make_loader)\nsteps per setting: "
+                     f"{args.steps}, device {report['device']}, data {report['data']}")
+        report["preset"] = str(args.out_preset)
+        print(f"preset written: {args.out_preset}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""tune.py end to end: a 2-value sweep writes JSON, a PNG and a preset that loads and runs."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.tune import parse_args, sweep_plan, write_preset
+from tests.conftest import write_image_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_tune_writes_json_png_and_a_working_preset(tmp_path):
+    from dali_pipes.pipelines.config import load_config
+    from torch_bridge import make_loader
+    data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "tune.py"), "--data", str(data),
+         "--device", "cpu", "--params", "prefetch_queue_depth,hw_decoder_load",
+         "--values", "prefetch_queue_depth=1,3", "--steps", "2", "--warmup", "1",
+         "--batch-size", "8", "--size", "32", "--json", str(out / "t.json"),
+         "--plot", str(out / "t.png"), "--out-preset", str(out / "best.toml")],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((out / "t.json").read_text())
+    assert [r["value"] for r in report["rows"]] == [1, 3]
+    assert all(r["samples_per_s"] > 0 for r in report["rows"])
+    assert any("hw_decoder_load skipped" in n for n in report["notes"])
+    assert (out / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    best = max(report["rows"], key=lambda r: r["samples_per_s"])["value"]
+    assert load_config(out / "best.toml").prefetch_queue_depth == best
+    loader = make_loader("image", data, backend="dali", batch_size=4, size=32,
+                         config=str(out / "best.toml"))
+    batch = next(iter(loader))
+    assert batch["image"].shape == (4, 3, 32, 32)
+
+
+def test_sweep_plan_rejects_unknown_parameters():
+    args = parse_args(["--backend", "torch", "--params", "num_threads"])
+    with pytest.raises(ValueError, match="num_threads"):
+        sweep_plan(args, "cpu")
+    args = parse_args(["--values", "bogus=1,2"])
+    with pytest.raises(ValueError, match="bogus"):
+        sweep_plan(args, "cpu")
+
+
+def test_sweep_plan_keeps_hw_decoder_load_on_gpu():
+    plan, notes = sweep_plan(parse_args(["--values", "hw_decoder_load=0.2,0.8"]), "cuda")
+    assert ("hw_decoder_load", [0.2, 0.8]) in plan and not notes
+
+
+def test_write_preset_round_trips(tmp_path):
+    import dataclasses
+
+    from dali_pipes.pipelines.config import PipelineConfig
+    config = dataclasses.asdict(PipelineConfig(num_threads=3, antialias=False))
+    write_preset(tmp_path / "p.toml", config, "a comment\nsecond line")
+    text = (tmp_path / "p.toml").read_text()
+    assert text.startswith("# a comment") and "antialias = false" in text
