@@ -21,7 +21,6 @@ chroma differently. Then DALI's whole-file cost for one clip at a few start fram
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 import tempfile
 import time
@@ -35,7 +34,8 @@ try:
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from dali_pipes.clips import clip_frame_indices, clip_starts
-from dali_pipes.formats.video import clear_probe_cache, decode_frames_pyav, probe_video
+from dali_pipes.formats.video import (clear_probe_cache, decode_frames_pyav,  # noqa: E402
+                                      probe_video, remux_segment)
 
 
 def write_vp9(path: Path, n: int, width: int, height: int, gop: int, fps: int = 30) -> Path:
@@ -52,27 +52,6 @@ def write_vp9(path: Path, n: int, width: int, height: int, gop: int, fps: int = 
             container.mux(stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")))
         container.mux(stream.encode())
     return path
-
-
-def remux_segment(path: Path, info, first: int, last: int) -> tuple[np.ndarray, int]:
-    """Bytes of a Matroska file holding only the packets from the keyframe at or before
-    `first` through frame `last` (no decoding), and the keyframe's index."""
-    key = info.keyframe_at_or_before(first)
-    out = io.BytesIO()
-    with av.open(str(path)) as src, av.open(out, "w", format="matroska") as dst:
-        stream = src.streams.video[0]
-        target = dst.add_stream_from_template(stream)
-        if key > 0:
-            src.seek(int(info.pts[key]), stream=stream, backward=True)
-        for packet in src.demux(stream):
-            if packet.size == 0 or packet.pts is None or packet.pts < info.pts[key]:
-                continue
-            decode_ts = packet.dts if packet.dts is not None else packet.pts
-            if decode_ts > info.pts[last]:
-                break  # every frame up to `last` has been sent to the decoder
-            packet.stream = target
-            dst.mux(packet)
-    return np.frombuffer(out.getvalue(), np.uint8), key
 
 
 def dali_pipeline(batch: int, clip_length: int, stride: int, threads: int, feed):
@@ -107,7 +86,7 @@ def feeder(path: Path, info, plan, segments: bool):
         if not segments:
             return ([np.fromfile(path, np.uint8) for _ in start],
                     [np.array(s, np.int32) for s in start])
-        cut = [remux_segment(path, info, int(row[0]), int(row[-1])) for row in indices]
+        cut = [remux_segment(info, int(row[0]), int(row[-1])) for row in indices]
         return ([data for data, _ in cut],
                 [np.array(s - key, np.int32) for s, (_, key) in zip(start, cut)])
     return feed

@@ -21,9 +21,10 @@ from dali_pipes.pipelines import hyperspectral as graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.hyperspectral import HyperspectralSource, patch_augment
 from torch_bridge.errors import SampleGuard
+from torch_bridge.modalities.base import SourceModality
 
 
-class HyperspectralModality:
+class HyperspectralModality(SourceModality):
     """Options: `patch_size` (odd, default 9), `bands` (None, band indices, or a
     `(low_nm, high_nm)` range of floats), `train` (default True: random flips and quarter
     turns; False: none) and `normalize` (default False; True: per-band mean/std of each
@@ -37,8 +38,7 @@ class HyperspectralModality:
         for option, value in (("train", train), ("normalize", normalize)):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{option} must be True or False, got {value!r}")
-        self.source = HyperspectralSource(data, patch_size=patch_size, bands=bands)
-        self.multi_source = isinstance(data, (list, tuple))
+        self._set_source(HyperspectralSource(data, patch_size=patch_size, bands=bands), data)
         self.seed, self.train, self.normalize = seed, bool(train), bool(normalize)
         self.mean = self.std = None
         if self.normalize:  # (scenes, n_bands, 1, 1) float32, once, before any worker starts
@@ -46,20 +46,9 @@ class HyperspectralModality:
             self.mean = np.stack([m for m, _ in stats])[:, :, None, None]
             self.std = np.stack([s for _, s in stats])[:, :, None, None]
 
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def path(self, index: int) -> str:
-        return self.source.path(index)
-
-    def meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """Fields that do not pass through DALI: label, position, scene, index."""
-        src = self.source
-        out = {"label": src.labels[indices], "position": src.positions[indices],
-               "scene": src.scene_ids[indices], "index": np.asarray(indices, np.int64)}
-        if self.multi_source:
-            out["source_id"] = src.source_ids[indices]
-        return out
+    def _extra_meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        return {"position": self.source.positions[indices],
+                "scene": self.source.scene_ids[indices]}
 
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,

@@ -9,12 +9,13 @@ from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.image import ImageFolderSource
 from torch_bridge.errors import SampleGuard
+from torch_bridge.modalities.base import SourceModality
 
 _MEAN = torch.tensor(image_graph.IMAGENET_MEAN).view(1, 3, 1, 1) * 255
 _STD = torch.tensor(image_graph.IMAGENET_STD).view(1, 3, 1, 1) * 255
 
 
-class ImageModality:
+class ImageModality(SourceModality):
     """Options: `size` (output side, default 224) and `train` (random resized crop + flip,
     default True; False: resize shorter side to size/0.875 and crop the centre)."""
 
@@ -24,22 +25,8 @@ class ImageModality:
     def __init__(self, data, *, seed: int, size: int = 224, train: bool = True):
         if not isinstance(size, int) or size <= 0:
             raise ValueError(f"size must be a positive int, got {size!r}")
-        self.source = ImageFolderSource(data)
-        self.multi_source = isinstance(data, (list, tuple))
+        self._set_source(ImageFolderSource(data), data)
         self.seed, self.size, self.train = seed, size, train
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def path(self, index: int) -> str:
-        return self.source.path(index)
-
-    def meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """Fields that do not pass through DALI: labels, indices, source ids."""
-        out = {"label": self.source.labels[indices], "index": np.asarray(indices, np.int64)}
-        if self.multi_source:
-            out["source_id"] = self.source.source_ids[indices]
-        return out
 
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,

@@ -24,6 +24,7 @@ from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.video import VideoFolderSource
 from torch_bridge.errors import SampleGuard
+from torch_bridge.modalities.base import SourceModality
 from torch_bridge.modalities.image import _MEAN, _STD
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
@@ -43,7 +44,7 @@ def _check_size(size) -> tuple[int, int] | None:
                      f"got {size!r}")
 
 
-class VideoModality:
+class VideoModality(SourceModality):
     """Options: `clip_length` (T, default 8), `stride` (default 1), `size` (int, (H, W), or
     None for native resolution; default 224), `train` (default True: random clip start and
     one horizontal flip for the whole clip; False: centred clips, no flip) and
@@ -57,23 +58,10 @@ class VideoModality:
         if not isinstance(train, (bool, np.bool_)):
             raise ValueError(f"train must be True or False, got {train!r}")
         self.size = _check_size(size)
-        self.source = VideoFolderSource(data, clip_length=clip_length, stride=stride,
-                                        clips_per_video=clips_per_video)
-        self.multi_source = isinstance(data, (list, tuple))
+        self._set_source(VideoFolderSource(data, clip_length=clip_length, stride=stride,
+                                        clips_per_video=clips_per_video), data)
         self.seed, self.train = seed, bool(train)
         self.dali_device = "cpu"  # set by build_pipeline
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def path(self, index: int) -> str:
-        return self.source.path(index)
-
-    def meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        out = {"label": self.source.labels[indices], "index": np.asarray(indices, np.int64)}
-        if self.multi_source:
-            out["source_id"] = self.source.source_ids[indices]
-        return out
 
     def clip(self, epoch: int, index: int) -> np.ndarray:
         """(T,) int64 frame indices of sample `index`'s clip in `epoch`."""
