@@ -24,8 +24,14 @@ VIDEO = {
     "index": ("int64", "B"),
 }
 SOURCE_ID = {"source_id": ("int64", "B")}
+FUSION = {
+    **VIDEO,
+    "imu": ("float32", "BTC"),  # C: the IMU channels, aligned to each frame's timestamp
+    "imu_valid": ("bool", "BT"),  # False outside the stream and across gaps > max_gap
+    **SOURCE_ID,  # always present for fusion (0 for a single folder)
+}
 
-SCHEMAS = {"image": IMAGE, "video": VIDEO, "hyperspectral": HYPERSPECTRAL}
+SCHEMAS = {"image": IMAGE, "video": VIDEO, "hyperspectral": HYPERSPECTRAL, "fusion": FUSION}
 
 
 def schema_for(modality: str, multi_source: bool = False) -> dict[str, tuple[str, str]]:

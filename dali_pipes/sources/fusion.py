@@ -1,0 +1,110 @@
+"""Fusion source: class folders of video files, each with a sibling `<stem>.imu.csv`.
+
+Sample i is clip i of `VideoFolderSource` (the video half); its IMU stream is read once per
+file (`read_imu`, cached per process) and resampled at the clip's frame timestamps with
+`align_to_frames` (sensor time = frame time + `imu_offset`). numpy only.
+
+Channel names must agree across files: the headers of every IMU file present are read when
+the source is made (one line each) and a mismatch raises ValueError naming the files. A missing
+or malformed IMU file is not an error here: it fails its own samples when they are read, so
+the loader's `on_error` policy applies to it.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from dali_pipes.align import align_to_frames
+from dali_pipes.formats.imu import TIME_COLUMN, ImuStream, imu_path_for, read_imu
+from dali_pipes.sources.folders import PathLike
+from dali_pipes.sources.video import VideoFolderSource
+
+IMU_METHODS = ("linear", "slerp", "previous", "nearest")
+
+
+def _header_channels(path: str) -> tuple[str, ...] | None:
+    """Channel names from the header line, or None when the file is missing or unreadable
+    (that file then fails per sample, with read_imu's full diagnosis)."""
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            names = tuple(cell.strip() for cell in f.readline().split(","))
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(names) < 2 or names[0] != TIME_COLUMN:
+        return None
+    return names[1:]
+
+
+def check_options(imu_offset, imu_method, max_gap) -> tuple[float, str, float | None]:
+    """Validated (offset, method, max_gap); ValueError naming the option otherwise."""
+    if isinstance(imu_offset, bool) or not isinstance(imu_offset, (int, float, np.number)) \
+            or not np.isfinite(imu_offset):
+        raise ValueError(f"imu_offset must be a finite number of seconds, got {imu_offset!r}")
+    if imu_method not in IMU_METHODS:
+        raise ValueError(f"imu_method must be one of {IMU_METHODS}, got {imu_method!r}")
+    if max_gap is not None and (isinstance(max_gap, bool)
+                                or not isinstance(max_gap, (int, float, np.number))
+                                or not max_gap > 0):
+        raise ValueError(f"max_gap must be None or a positive number of seconds, "
+                         f"got {max_gap!r}")
+    return float(imu_offset), imu_method, None if max_gap is None else float(max_gap)
+
+
+class FusionFolderSource(VideoFolderSource):
+    """`root/<class>/<video>` + `root/<class>/<stem>.imu.csv` (or a list of roots)."""
+
+    def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
+                 stride: int = 1, clips_per_video: int = 1, imu_offset: float = 0.0,
+                 imu_method: str = "linear", max_gap: float | None = None):
+        super().__init__(data, clip_length=clip_length, stride=stride,
+                         clips_per_video=clips_per_video)
+        self.imu_offset, self.imu_method, self.max_gap = check_options(
+            imu_offset, imu_method, max_gap)
+        self.channels = self._agreed_channels()
+        self._streams: dict[str, ImuStream] = {}
+
+    def imu_path(self, index: int) -> str:
+        return os.fspath(imu_path_for(self.path(index)))
+
+    def _agreed_channels(self) -> tuple[str, ...]:
+        """The channel names every readable IMU header shares (ValueError naming files)."""
+        found: dict[tuple[str, ...], list[str]] = {}
+        for video in self.files:
+            imu = os.fspath(imu_path_for(video))
+            channels = _header_channels(imu)
+            if channels is not None:
+                found.setdefault(channels, []).append(imu)
+        if not found:
+            raise ValueError(f"fusion: no readable <stem>.imu.csv beside any of the "
+                             f"{len(self.files)} video files under {self.roots}")
+        if len(found) > 1:
+            parts = "; ".join(f"{list(ch)} in {', '.join(files[:3])}"
+                              + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+                              for ch, files in found.items())
+            raise ValueError(f"fusion: IMU files disagree on their channels: {parts}")
+        return next(iter(found))
+
+    @property
+    def num_channels(self) -> int:
+        return len(self.channels)
+
+    def stream(self, index: int) -> ImuStream:
+        """Sample `index`'s IMU stream, read once per file (FormatError if bad)."""
+        path = self.imu_path(index)
+        stream = self._streams.get(path)
+        if stream is None:
+            stream = read_imu(path)
+            if stream.channels != self.channels:
+                raise ValueError(f"{path}: channels {list(stream.channels)} differ from the "
+                                 f"data set's {list(self.channels)}")
+            self._streams[path] = stream
+        return stream
+
+    def imu(self, index: int, timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(T, D) float32 IMU at the frames' timestamps + offset, and (T,) bool validity."""
+        stream = self.stream(index)
+        values, valid = align_to_frames(timestamps, stream.t, stream.values,
+                                        method=self.imu_method, max_gap=self.max_gap,
+                                        offset=self.imu_offset)
+        return values.astype(np.float32), np.asarray(valid, dtype=bool)
