@@ -114,7 +114,8 @@ def _order_spec(loader: Loader) -> dict[str, Any]:
     return {"listing": _listing_digest(getattr(loader._engine, "modality", None)),
             "num_samples": plan.num_samples, "seed": plan.seed, "shuffle": plan.shuffle,
             "drop_last": plan.drop_last, "world_size": plan.world_size,
-            "batch_size": plan.batch_size, "modality": loader.modality}
+            "batch_size": plan.batch_size, "modality": loader.modality,
+            **(plan.sampler.describe() if plan.sampler is not None else {})}
 
 
 def _fingerprint(order: dict[str, Any]) -> str:
@@ -157,7 +158,8 @@ def _modality(name: str, data, seed: int, options: dict):
         from torch_bridge.modalities.video import VideoModality
         return VideoModality(data, seed=seed, **options)
     if name == "fusion":
-        raise NotImplementedError(f"modality {name!r} is not implemented yet")
+        from torch_bridge.modalities.fusion import FusionModality
+        return FusionModality(data, seed=seed, **options)
     raise ValueError(f"unknown modality {name!r}; expected image, video, hyperspectral "
                      f"or fusion")
 
@@ -167,21 +169,33 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
                 device: str = "cpu", shuffle: bool = True, seed: int = 0,
                 drop_last: bool = False, rank: int | None = None,
                 world_size: int | None = None, on_error: Literal["raise", "skip"] = "raise",
-                config=None, reference=None, **modality_options) -> Loader:
+                config=None, reference=None,
+                sampling: Literal["uniform", "class_balanced"] = "uniform",
+                min_per_source: int | None = None, **modality_options) -> Loader:
     """A drop-in iterable of batch dicts; see CONTRACT.md for every option.
+
+    `sampling="class_balanced"`: each epoch draws as many samples as the data set holds,
+    with replacement, every class equally likely. `min_per_source` (with `data` a list of
+    folders): every batch on every rank holds at least that many samples of each source.
+    Both are deterministic under (seed, epoch) and resume exactly; they repeat samples, so
+    a pass no longer yields every index exactly once (see torch_bridge.sampling).
 
     `config` (DALI backend): a decode preset name ("default", "throughput", "low_memory",
     "exact"), a path to a preset TOML file, or a mapping of preset keys.
     `reference` (torch backend): a ReferenceOptions or a mapping of its fields.
     """
     from torch_bridge.reference import ReferenceOptions
+    from torch_bridge.sampling import sampler_for
 
     dev = resolve_device(device)
     guard = SampleGuard(on_error)
     mod = _modality(modality, data, seed, modality_options)
     rank, world_size = _resolve_rank(rank, world_size)
+    sampler = sampler_for(sampling, min_per_source, source=getattr(mod, "source", None),
+                          multi_source=isinstance(data, (list, tuple)),
+                          batch_size=batch_size, shuffle=shuffle)
     plan = EpochPlan(len(mod), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
-                     rank=rank, world_size=world_size)
+                     rank=rank, world_size=world_size, sampler=sampler)
     if backend == "dali":
         from dali_pipes.pipelines.config import load_config
         from torch_bridge.dali_engine import DaliEngine

@@ -7,9 +7,18 @@ pass is just (epoch, batches consumed).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator, Protocol
 
 import numpy as np
+
+
+class Sampler(Protocol):
+    """An order strategy (see torch_bridge.sampling): the global order of an epoch, a pure
+    function of (plan.seed, epoch), the same on every rank."""
+
+    def order(self, plan: "EpochPlan", epoch: int) -> np.ndarray: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -20,6 +29,9 @@ class EpochPlan:
     around to a multiple of `world_size` (or truncated when `drop_last`), then rank r takes
     every `world_size`-th index starting at r. Every rank gets the same number of batches.
     With `drop_last` the last incomplete batch of each rank is dropped too.
+
+    `sampler` (optional, needs `shuffle`) replaces the shuffled permutation with another
+    order strategy, e.g. class-balanced or source-aware sampling (torch_bridge.sampling).
     """
 
     num_samples: int
@@ -29,6 +41,7 @@ class EpochPlan:
     drop_last: bool = False
     rank: int = 0
     world_size: int = 1
+    sampler: Sampler | None = None
 
     def __post_init__(self) -> None:
         if self.num_samples <= 0:
@@ -41,6 +54,8 @@ class EpochPlan:
         if self.drop_last and self.num_samples < self.world_size:
             raise ValueError(f"drop_last with {self.num_samples} samples leaves nothing for "
                              f"{self.world_size} ranks")
+        if self.sampler is not None and not self.shuffle:
+            raise ValueError("a sampler draws a random order per epoch; it needs shuffle=True")
 
     @property
     def samples_per_rank(self) -> int:
@@ -55,6 +70,8 @@ class EpochPlan:
 
     def order(self, epoch: int) -> np.ndarray:
         """The whole data set's order for `epoch` (before sharding)."""
+        if self.sampler is not None:
+            return self.sampler.order(self, epoch)
         if not self.shuffle:
             return np.arange(self.num_samples, dtype=np.int64)
         rng = np.random.default_rng([self.seed & 0xFFFFFFFFFFFFFFFF, epoch])
