@@ -27,7 +27,8 @@ from bench.report import print_table, speedups  # noqa: E402
 # "dali:<preset>" is our DALI backend with another decode preset.
 DEFAULT_BACKENDS = {"image": ["dali", "torch", "classic", "dali-stock", "adapter",
                               "dali:throughput"],
-                    "hyperspectral": ["dali", "torch"], "video": ["dali", "torch"]}
+                    "hyperspectral": ["dali", "torch"], "video": ["dali", "torch"],
+                    "fusion": ["dali", "torch"]}
 METRICS = ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent", "gpu_util_percent",
            "peak_rss_mb")
 
@@ -53,6 +54,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="DALI threads for stock DALI")
     p.add_argument("--config", help="decode preset for our DALI backend (default: default)")
     p.add_argument("--size", type=int, default=224)
+    p.add_argument("--stages", action="store_true", help="also time read, decode+augment and "
+                   "transfer per batch where measurable (bench/stages.py) and print a second "
+                   "table; adds a \"stages\" dict to each result")
     return p.parse_args(argv)
 
 
@@ -67,12 +71,15 @@ def sample_data(modality: str) -> Path:
     from rich.progress import Progress
 
     from bench.sample_data import image_dataset
+    from bench.sample_fusion import fusion_dataset
     from bench.sample_hyperspectral import hyperspectral_dataset
     from bench.sample_video import video_dataset
     makers = {"image": (image_dataset, "creating sample JPEGs (first run only)"),
               "hyperspectral": (hyperspectral_dataset,
                                 "creating sample ENVI and SPE scenes (first run only)"),
-              "video": (video_dataset, "creating sample VP9 clips (first run only)")}
+              "video": (video_dataset, "creating sample VP9 clips (first run only)"),
+              "fusion": (fusion_dataset,
+                         "creating sample VP9 clips with 200 Hz IMU (first run only)")}
     if modality not in makers:
         raise SystemExit(f"--modality {modality}: built-in sample data not available yet")
     make, description = makers[modality]
@@ -91,6 +98,8 @@ def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
            "--threads", str(args.threads)]
     if preset or args.config:
         cmd += ["--config", preset or args.config]
+    if getattr(args, "stages", False):
+        cmd.append("--stages")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     result = None
     for line in proc.stdout:
@@ -133,6 +142,9 @@ def _median(results: list[dict]) -> dict:
     for key in METRICS:
         values = [r[key] for r in results if r[key] is not None]
         out[key] = float(np.median(values)) if values else None
+    if "stages" in out:  # --stages: the median of each stage too
+        from bench.stages import median_stages
+        out["stages"] = median_stages([r["stages"] for r in results])
     out["repeats"] = len(results)
     return out
 
@@ -165,6 +177,9 @@ def main(argv=None) -> int:
                            "warmup": args.warmup, "repeats": args.repeats,
                            "data": str(data), "size": args.size}}
     print_table(report)
+    if args.stages:
+        from bench.stages import print_stages
+        print_stages(report)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -30,7 +30,7 @@ def build(backend: str, args):
         from torch_bridge import make_loader
         extra = {"config": args.config} if backend == "dali" else {
             "reference": {"num_workers": args.workers}}
-        if args.modality in ("image", "video"):  # the others have no `size` option
+        if args.modality in ("image", "video", "fusion"):  # the others have no `size` option
             extra["size"] = args.size
         return make_loader(args.modality, args.data, backend=backend, **common, **extra)
     if backend == "classic":
@@ -59,9 +59,16 @@ def _batches(loader):
 def measure(backend: str, args) -> dict:
     cuda = args.device.startswith("cuda")
     loader = build(backend, args)
+    want_stages = getattr(args, "stages", False)  # tune.py passes its own Namespace
+    stages = None
+    if want_stages:  # --stages: time read / decode+augment / transfer (bench/stages.py)
+        from bench.stages import instrument
+        stages = instrument(backend, loader)
     stream = _batches(loader)
     for _ in range(args.warmup):
         next(stream)
+    if stages is not None:
+        stages.reset()
     waits, samples = [], 0
     gpu = torch.device(args.device).index or 0 if cuda else None
     with ResourceSampler(gpu_index=gpu) as res:
@@ -75,11 +82,16 @@ def measure(backend: str, args) -> dict:
             if step % 5 == 4 or step == args.steps - 1:
                 print(json.dumps({"event": "step", "done": step + 1}), flush=True)
     waits_ms = np.asarray(waits) * 1e3
-    return {"backend": backend, "samples_per_s": samples / res.wall,
-            "wait_ms_p50": float(np.percentile(waits_ms, 50)),
-            "wait_ms_p95": float(np.percentile(waits_ms, 95)),
-            "cpu_percent": res.cpu_percent, "gpu_util_percent": res.gpu_util_percent,
-            "peak_rss_mb": res.peak_rss / 2**20, "steps": args.steps, "samples": samples}
+    result = {"backend": backend, "samples_per_s": samples / res.wall,
+              "wait_ms_p50": float(np.percentile(waits_ms, 50)),
+              "wait_ms_p95": float(np.percentile(waits_ms, 95)),
+              "cpu_percent": res.cpu_percent, "gpu_util_percent": res.gpu_util_percent,
+              "peak_rss_mb": res.peak_rss / 2**20, "steps": args.steps, "samples": samples}
+    if want_stages:
+        from bench.stages import empty_stages
+        result["stages"] = stages.summary(args.steps, samples, waits) if stages is not None \
+            else empty_stages()
+    return result
 
 
 def parser() -> argparse.ArgumentParser:
@@ -96,6 +108,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (torch paths)")
     p.add_argument("--threads", type=int, default=2, help="DALI threads (stock DALI)")
     p.add_argument("--config", default=None, help="decode preset for our DALI backend")
+    p.add_argument("--stages", action="store_true",
+                   help="also time read / decode+augment / transfer (bench/stages.py)")
     return p
 
 
