@@ -90,3 +90,22 @@ def _from_mapping(table: dict[str, Any], where: str) -> PipelineConfig:
     if not 0.0 <= cfg.hw_decoder_load <= 1.0:
         raise ValueError(f"{where}: hw_decoder_load must be in [0, 1], got {cfg.hw_decoder_load}")
     return cfg
+
+
+def check_device(device: str) -> None:
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+
+
+def define_pipeline(graph_fn, *, device: str, batch_size: int, config: PipelineConfig,
+                    device_id: int | None = None, **graph_kwargs):
+    """Define (not build) `graph_fn(device=device, **graph_kwargs)` as a pipeline with DALI
+    conditionals, on the GPU (`device="gpu"`) or DALI's CPU backend (`device_id=None`)."""
+    from nvidia.dali import pipeline_def
+
+    check_device(device)
+    make = pipeline_def(graph_fn, enable_conditionals=True)
+    return make(batch_size=batch_size, num_threads=config.threads(), seed=0,
+                device_id=(device_id or 0) if device == "gpu" else None,
+                prefetch_queue_depth=config.prefetch_queue_depth, exec_dynamic=True,
+                device=device, **graph_kwargs)

@@ -24,9 +24,9 @@ from typing import Literal
 import numpy as np
 import nvidia.dali.fn as fn
 import nvidia.dali.types as types
-from nvidia.dali import Pipeline, pipeline_def
+from nvidia.dali import Pipeline
 
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
 
 AUGMENT_INPUTS = ("flip_h", "flip_v", "k")
 NORMALIZE_INPUTS = ("mean", "std")
@@ -43,17 +43,13 @@ def build_hyperspectral_pipeline(*, device: Literal["cpu", "gpu"], batch_size: i
                                  augment: bool = True, normalize: bool = False,
                                  device_id: int | None = None) -> Pipeline:
     """Define (not build) the graph; ``dtype`` is the numpy dtype of the fed patches."""
-    if device not in ("cpu", "gpu"):
-        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
-    make = pipeline_def(_graph, enable_conditionals=True)
-    return make(batch_size=batch_size, num_threads=config.threads(),
-                device_id=(device_id or 0) if device == "gpu" else None,
-                prefetch_queue_depth=config.prefetch_queue_depth, seed=0, exec_dynamic=True,
-                backend=device, dali_dtype=types.to_dali_type(np.dtype(dtype)),
-                augment=augment, normalize=normalize)
+    return define_pipeline(_graph, device=device, batch_size=batch_size, config=config,
+                           device_id=device_id, dali_dtype=types.to_dali_type(np.dtype(dtype)),
+                           augment=augment, normalize=normalize)
 
 
-def _graph(backend: str, dali_dtype, augment: bool, normalize: bool):
+def _graph(device: str, dali_dtype, augment: bool, normalize: bool):
+    backend = device
     cube = _input("cube", dali_dtype, 3, layout="CHW", backend=backend)
     if dali_dtype != types.FLOAT:
         cube = fn.cast(cube, dtype=types.FLOAT, device=backend)

@@ -18,7 +18,7 @@ import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 from nvidia.dali import Pipeline
 
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import PipelineConfig, check_device
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -29,8 +29,7 @@ OUTPUTS = ("image",)
 def new_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, config: PipelineConfig,
                  device_id: int | None = None, seed: int = 0) -> Pipeline:
     """An empty pipeline for either backend (`device_id=None` on the CPU backend)."""
-    if device not in ("cpu", "gpu"):
-        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    check_device(device)
     return Pipeline(batch_size=batch_size, num_threads=config.threads(),
                     device_id=(device_id or 0) if device == "gpu" else None,
                     prefetch_queue_depth=config.prefetch_queue_depth, seed=seed,

@@ -28,10 +28,9 @@ from typing import Literal
 
 import nvidia.dali.fn as fn
 import nvidia.dali.types as types
-from nvidia.dali import pipeline_def
 
 from dali_pipes.formats.video import CPU_DECODABLE_CODECS
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
 
 # Codecs the "mixed" (NVDEC) video decoder takes; everything else is decoded by PyAV.
@@ -50,22 +49,21 @@ def build_video_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
                          config: PipelineConfig, size: tuple[int, int] | None,
                          device_id: int | None = None):
     """Define (not build) the video graph; `size` (H, W) or None for native resolution."""
-    if device not in ("cpu", "gpu"):
-        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    check_size(size)
+    return define_pipeline(video_graph, device=device, batch_size=batch_size, config=config,
+                           device_id=device_id, size=size)
+
+
+def check_size(size) -> None:
     if size is not None and (len(size) != 2 or min(size) < 1):
         raise ValueError(f"size must be None or (height, width) > 0, got {size!r}")
-    graph = pipeline_def(_graph, enable_conditionals=True)
-    return graph(device=device, size=size, batch_size=batch_size,
-                 num_threads=config.threads(), exec_dynamic=True,
-                 device_id=(device_id or 0) if device == "gpu" else None,
-                 prefetch_queue_depth=config.prefetch_queue_depth)
 
 
 def _input(name: str, dtype, ndim: int, layout: str | None = None):
     return fn.external_source(name=name, dtype=dtype, ndim=ndim, layout=layout, no_copy=True)
 
 
-def _graph(device: str, size):
+def video_graph(device: str, size):
     video = _input("video", types.UINT8, 1)
     decoded = _input("decoded", types.UINT8, 4, layout="FHWC")
     use_dali = _input("use_dali", types.BOOL, 0)

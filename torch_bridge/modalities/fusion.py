@@ -22,38 +22,13 @@ run): DALI 143 clips/s (wait p50 52 ms), torch reference with 2 workers 68 clips
 from __future__ import annotations
 
 import numpy as np
-import nvidia.dali.fn as fn
-import nvidia.dali.types as types
 import torch
-from nvidia.dali import pipeline_def
 
-from dali_pipes.pipelines import video as graph
+from dali_pipes.pipelines import fusion as fusion_graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.fusion import FusionFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.video import VideoModality
-
-IMU_OUTPUTS = ("imu", "imu_valid")
-
-
-def _fusion_graph(device: str, size):
-    frames, timestamps = graph._graph(device, size)
-    imu = fn.external_source(name="imu", dtype=types.FLOAT, ndim=2, no_copy=True)
-    valid = fn.external_source(name="imu_valid", dtype=types.BOOL, ndim=1, no_copy=True)
-    return frames, timestamps, imu, valid
-
-
-def build_fusion_pipeline(*, device: str, batch_size: int, config: PipelineConfig,
-                          size: tuple[int, int] | None, device_id: int | None = None):
-    """The video graph plus the pass-through IMU inputs (see `build_video_pipeline`)."""
-    if device not in ("cpu", "gpu"):
-        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
-    pipe = pipeline_def(_fusion_graph, enable_conditionals=True)
-    return pipe(device=device, size=size, batch_size=batch_size,
-                num_threads=config.threads(), exec_dynamic=True,
-                device_id=(device_id or 0) if device == "gpu" else None,
-                prefetch_queue_depth=config.prefetch_queue_depth)
-
 
 class FusionModality(VideoModality):
     """Every video option plus `imu_offset` (seconds, IMU time = frame time + offset, default
@@ -61,7 +36,7 @@ class FusionModality(VideoModality):
     None)."""
 
     name = "fusion"
-    dali_outputs = graph.OUTPUTS + IMU_OUTPUTS
+    dali_outputs = fusion_graph.OUTPUTS
 
     def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
                  size=224, train: bool = True, clips_per_video: int = 1,
@@ -81,8 +56,9 @@ class FusionModality(VideoModality):
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         self.dali_device = device
-        return build_fusion_pipeline(device=device, batch_size=batch_size, config=config,
-                                     size=self.size, device_id=device_id)
+        return fusion_graph.build_fusion_pipeline(device=device, batch_size=batch_size,
+                                                  config=config, size=self.size,
+                                                  device_id=device_id)
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
               ) -> tuple[dict[str, object], np.ndarray]:

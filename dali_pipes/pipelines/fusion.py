@@ -1,0 +1,30 @@
+"""The fusion graph: the video graph plus the IMU fields, passed through unchanged.
+
+Inputs: the video graph's, plus "imu" float32 (T, D) and "imu_valid" bool (T,), computed by
+the loader from each clip's frame timestamps. They ride through the graph with their clip so
+they stay paired with it through prefetch, run-ahead across epochs, restarts and resume.
+"""
+from __future__ import annotations
+
+import nvidia.dali.fn as fn
+import nvidia.dali.types as types
+
+from dali_pipes.pipelines import video
+from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
+
+OUTPUTS = video.OUTPUTS + ("imu", "imu_valid")
+
+
+def build_fusion_pipeline(*, device: str, batch_size: int, config: PipelineConfig,
+                          size: tuple[int, int] | None, device_id: int | None = None):
+    """Define (not build) the fusion graph (see `video.build_video_pipeline`)."""
+    video.check_size(size)
+    return define_pipeline(_graph, device=device, batch_size=batch_size, config=config,
+                           device_id=device_id, size=size)
+
+
+def _graph(device: str, size):
+    frames, timestamps = video.video_graph(device, size)
+    imu = fn.external_source(name="imu", dtype=types.FLOAT, ndim=2, no_copy=True)
+    valid = fn.external_source(name="imu_valid", dtype=types.BOOL, ndim=1, no_copy=True)
+    return frames, timestamps, imu, valid
