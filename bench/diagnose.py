@@ -152,11 +152,8 @@ def classify(ev: Evidence, thresholds: dict | None = None) -> Diagnosis:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--modality", choices=["image", "hyperspectral"], default="image")
-    p.add_argument("--data", help="data folder (default: built-in sample data)")
-    p.add_argument("--backend", choices=["dali", "torch"], default="dali")
+    from bench.run_one import loader_parser
+    p = loader_parser(__doc__)
     p.add_argument("--config", help="DALI decode preset name or TOML path")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (torch)")
     p.add_argument("--steps", type=int, default=30, help="timed steps")

@@ -94,6 +94,16 @@ def measure(backend: str, args) -> dict:
     return result
 
 
+def loader_parser(description: str) -> argparse.ArgumentParser:
+    """The options every benchmark script shares: which data, modality and backend."""
+    p = argparse.ArgumentParser(description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--modality", choices=["image", "hyperspectral"], default="image")
+    p.add_argument("--data", help="data folder (default: built-in sample data)")
+    p.add_argument("--backend", choices=["dali", "torch"], default="dali")
+    return p
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--backend", choices=BACKENDS, required=True)

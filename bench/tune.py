@@ -41,11 +41,8 @@ DEFAULT_PARAMS = {"dali": ["num_threads", "prefetch_queue_depth", "hw_decoder_lo
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--modality", choices=["image", "hyperspectral"], default="image")
-    p.add_argument("--data", help="data folder (default: built-in sample data)")
-    p.add_argument("--backend", choices=["dali", "torch"], default="dali")
+    from bench.run_one import loader_parser
+    p = loader_parser(__doc__)
     p.add_argument("--params", help="comma-separated parameters to sweep, in order")
     p.add_argument("--values", action="append", default=[], metavar="NAME=V1,V2",
                    help="values for one parameter (repeatable); defaults in SWEEPS")
