@@ -2,11 +2,14 @@
 
     python bench/compare.py [--modality image] [--data PATH] [--batch-size N] [--steps N]
                             [--device cpu|cuda|auto] [--json PATH] [--plot PATH.png]
+                            [--backends dali,torch,dali:throughput,...] [--repeats N]
+                            [--stages]
 
 With no --data it creates the built-in sample data set once (cached) and runs on it. Each
 backend runs in its own process, one after the other (--repeats interleaves several
 rounds and reports medians). Warm-up steps are excluded. "wait" is the time the training
-loop waits in next(loader) per step.
+loop waits in next(loader) per step. --stages adds a per-stage table (read, decode +
+augment, transfer) where the stages can be measured.
 """
 from __future__ import annotations
 
