@@ -155,6 +155,10 @@ def _modality(name: str, data, seed: int, options: dict):
         from torch_bridge.modalities.hyperspectral import HyperspectralModality
         return HyperspectralModality(data, seed=seed, **options)
     if name == "video":
+        from dali_pipes.sources.video_frames import is_frame_folder_tree
+        if is_frame_folder_tree(data):  # extracted by `python -m dali_pipes.frames extract`
+            from torch_bridge.modalities.video_frames import FrameFolderModality
+            return FrameFolderModality(data, seed=seed, **options)
         from torch_bridge.modalities.video import VideoModality
         return VideoModality(data, seed=seed, **options)
     if name == "fusion":
