@@ -15,54 +15,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from dali_pipes.clips import clip_frame_indices, clip_span, clip_starts
 from dali_pipes.formats.video import VideoInfo, decode_frames_pyav, probe_video, remux_segment
+from dali_pipes.sources.clip_source import ClipSource
 from dali_pipes.sources.folders import PathLike, list_class_folders
 
 VIDEO_EXTENSIONS = frozenset({".mp4", ".webm", ".mkv", ".avi"})
 
 
-class VideoFolderSource:
+class VideoFolderSource(ClipSource):
     """`root/<class>/<video>` (or a list of such roots, one per source)."""
 
     def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
                  stride: int = 1, clips_per_video: int = 1):
-        for name, value in (("clip_length", clip_length), ("stride", stride),
-                            ("clips_per_video", clips_per_video)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self._set_clip_options(clip_length, stride, clips_per_video)
         listing = list_class_folders(data, VIDEO_EXTENSIONS, "video")
-        self.roots, self.classes, self.files = listing.roots, listing.classes, listing.files
-        self.ignored = listing.ignored
-        self.clip_length, self.stride = int(clip_length), int(stride)
-        self.clips_per_video = int(clips_per_video)
-        self.labels = np.repeat(listing.labels, self.clips_per_video)
-        self.source_ids = np.repeat(listing.source_ids, self.clips_per_video)
-
-    def __len__(self) -> int:
-        return len(self.files) * self.clips_per_video
-
-    @property
-    def span(self) -> int:
-        return clip_span(self.clip_length, self.stride)
-
-    def path(self, index: int) -> str:
-        return self.files[int(index) // self.clips_per_video]
+        self.roots, self.classes, self.ignored = listing.roots, listing.classes, listing.ignored
+        self._set_listing(listing.files, listing.labels, listing.source_ids)
 
     def info(self, index: int) -> VideoInfo:
         """The probe of sample `index`'s file (cached; FormatError for a bad file)."""
         return probe_video(self.path(index))
 
-    def clip_indices(self, seed: int, epoch: int, indices, *, train: bool) -> np.ndarray:
-        """(B, clip_length) int64 frame indices of the samples' clips (probes the files)."""
-        indices = np.asarray(indices, dtype=np.int64).reshape(-1)
-        counts = np.array([self.info(i).frame_count for i in indices.tolist()], np.int64)
-        starts = clip_starts(seed, epoch, indices // self.clips_per_video, counts,
-                             clip_length=self.clip_length, stride=self.stride, train=train,
-                             clips_per_video=self.clips_per_video,
-                             clip_id=indices % self.clips_per_video)
-        frames, _ = clip_frame_indices(starts, counts, self.clip_length, self.stride)
-        return frames.reshape(len(indices), self.clip_length)
+    def frame_count(self, index: int) -> int:
+        return self.info(index).frame_count
 
     def timestamps(self, index: int, frames: np.ndarray) -> np.ndarray:
         """(T,) float64 seconds from the file's first frame, for the clip's frames."""

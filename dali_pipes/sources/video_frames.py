@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dali_pipes.clips import clip_frame_indices, clip_span, clip_starts
 from dali_pipes.frames import TIMESTAMPS, frame_name
+from dali_pipes.sources.clip_source import ClipSource
 from dali_pipes.sources.folders import PathLike
 
 
@@ -39,15 +39,12 @@ def is_frame_folder_tree(path) -> bool:
         return False
 
 
-class FrameFolderSource:
+class FrameFolderSource(ClipSource):
     """Class folders of per-frame JPEG folders (or a list of such roots, one per source)."""
 
     def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
                  stride: int = 1, clips_per_video: int = 1):
-        for name, value in (("clip_length", clip_length), ("stride", stride),
-                            ("clips_per_video", clips_per_video)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self._set_clip_options(clip_length, stride, clips_per_video)
         roots = [Path(data)] if isinstance(data, (str, os.PathLike)) else [Path(d) for d in data]
         if not roots:
             raise ValueError("data: expected a folder or a non-empty list of folders")
@@ -68,23 +65,9 @@ class FrameFolderSource:
                 files.append(str(d))
                 labels.append(class_id[name])
                 sources.append(source)
-        self.roots, self.classes, self.files = tuple(map(str, roots)), tuple(classes), \
-            tuple(files)
-        self.clip_length, self.stride = int(clip_length), int(stride)
-        self.clips_per_video = int(clips_per_video)
-        self.labels = np.repeat(np.asarray(labels, np.int64), self.clips_per_video)
-        self.source_ids = np.repeat(np.asarray(sources, np.int64), self.clips_per_video)
+        self.roots, self.classes = tuple(map(str, roots)), tuple(classes)
+        self._set_listing(files, labels, sources)
         self._timestamps: dict[int, np.ndarray] = {}
-
-    def __len__(self) -> int:
-        return len(self.files) * self.clips_per_video
-
-    @property
-    def span(self) -> int:
-        return clip_span(self.clip_length, self.stride)
-
-    def path(self, index: int) -> str:
-        return self.files[int(index) // self.clips_per_video]
 
     def all_timestamps(self, index: int) -> np.ndarray:
         """(n,) float64 timestamps of every extracted frame of sample `index`'s folder."""
@@ -99,17 +82,6 @@ class FrameFolderSource:
 
     def frame_count(self, index: int) -> int:
         return len(self.all_timestamps(index))
-
-    def clip_indices(self, seed: int, epoch: int, indices, *, train: bool) -> np.ndarray:
-        """(B, clip_length) int64 frame indices (same rules as `VideoFolderSource`)."""
-        indices = np.asarray(indices, dtype=np.int64).reshape(-1)
-        counts = np.array([self.frame_count(i) for i in indices.tolist()], np.int64)
-        starts = clip_starts(seed, epoch, indices // self.clips_per_video, counts,
-                             clip_length=self.clip_length, stride=self.stride, train=train,
-                             clips_per_video=self.clips_per_video,
-                             clip_id=indices % self.clips_per_video)
-        frames, _ = clip_frame_indices(starts, counts, self.clip_length, self.stride)
-        return frames.reshape(len(indices), self.clip_length)
 
     def timestamps(self, index: int, frames: np.ndarray) -> np.ndarray:
         return np.array(self.all_timestamps(index)[frames], dtype=np.float64)

@@ -1,0 +1,52 @@
+"""What every clip source shares: sample i is clip i % K of video (or frame folder) i // K.
+
+Subclasses list `files` (one per video), set `labels`/`source_ids` per video through
+`_set_listing`, and say how many frames a video has (`frame_count`). Clip starts come from
+`dali_pipes.clips` (pure functions of seed, epoch, video index and clip number) with its
+"repeat_last" padding rule, so every clip source gives the same index the same clip.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dali_pipes.clips import clip_frame_indices, clip_span, clip_starts
+
+
+class ClipSource:
+    def _set_clip_options(self, clip_length: int, stride: int, clips_per_video: int) -> None:
+        for name, value in (("clip_length", clip_length), ("stride", stride),
+                            ("clips_per_video", clips_per_video)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.clip_length, self.stride = int(clip_length), int(stride)
+        self.clips_per_video = int(clips_per_video)
+
+    def _set_listing(self, files, labels, source_ids) -> None:
+        """One entry per video; labels and source ids are repeated per clip."""
+        self.files = tuple(files)
+        self.labels = np.repeat(np.asarray(labels, np.int64), self.clips_per_video)
+        self.source_ids = np.repeat(np.asarray(source_ids, np.int64), self.clips_per_video)
+
+    def __len__(self) -> int:
+        return len(self.files) * self.clips_per_video
+
+    @property
+    def span(self) -> int:
+        return clip_span(self.clip_length, self.stride)
+
+    def path(self, index: int) -> str:
+        return self.files[int(index) // self.clips_per_video]
+
+    def frame_count(self, index: int) -> int:
+        raise NotImplementedError
+
+    def clip_indices(self, seed: int, epoch: int, indices, *, train: bool) -> np.ndarray:
+        """(B, clip_length) int64 frame indices of the samples' clips."""
+        indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        counts = np.array([self.frame_count(i) for i in indices.tolist()], np.int64)
+        starts = clip_starts(seed, epoch, indices // self.clips_per_video, counts,
+                             clip_length=self.clip_length, stride=self.stride, train=train,
+                             clips_per_video=self.clips_per_video,
+                             clip_id=indices % self.clips_per_video)
+        frames, _ = clip_frame_indices(starts, counts, self.clip_length, self.stride)
+        return frames.reshape(len(indices), self.clip_length)
