@@ -41,11 +41,13 @@ class FusionModality(VideoModality):
     def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
                  size=224, train: bool = True, clips_per_video: int = 1,
                  imu_offset: float = 0.0, imu_method: str = "linear", max_gap=None):
+        self._imu_options = dict(imu_offset=imu_offset, imu_method=imu_method,
+                                 max_gap=max_gap)
         super().__init__(data, seed=seed, clip_length=clip_length, stride=stride, size=size,
                          train=train, clips_per_video=clips_per_video)
-        self._set_source(FusionFolderSource(
-            data, clip_length=clip_length, stride=stride, clips_per_video=clips_per_video,
-            imu_offset=imu_offset, imu_method=imu_method, max_gap=max_gap), data)
+
+    def _make_source(self, data, **clip_options):  # lists the folders once, with the IMU
+        return FusionFolderSource(data, **clip_options, **self._imu_options)
 
     def meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         out = super().meta(indices)

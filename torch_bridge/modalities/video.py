@@ -44,24 +44,25 @@ def _check_size(size) -> tuple[int, int] | None:
                      f"got {size!r}")
 
 
-class VideoModality(SourceModality):
-    """Options: `clip_length` (T, default 8), `stride` (default 1), `size` (int, (H, W), or
-    None for native resolution; default 224), `train` (default True: random clip start and
-    one horizontal flip for the whole clip; False: centred clips, no flip) and
-    `clips_per_video` (default 1)."""
+class ClipModality(SourceModality):
+    """Options of every clip modality: `clip_length` (T, default 8), `stride` (default 1),
+    `size` (int, (H, W), or None for native resolution; default 224), `train` (default True:
+    random clip start and one horizontal flip for the whole clip; False: centred clips, no
+    flip) and `clips_per_video` (default 1). Subclasses name their `source_class`."""
 
-    name = "video"
-    dali_outputs = graph.OUTPUTS
+    source_class: type = type(None)
 
     def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
                  size=224, train: bool = True, clips_per_video: int = 1):
         if not isinstance(train, (bool, np.bool_)):
             raise ValueError(f"train must be True or False, got {train!r}")
         self.size = _check_size(size)
-        self._set_source(VideoFolderSource(data, clip_length=clip_length, stride=stride,
-                                        clips_per_video=clips_per_video), data)
+        self._set_source(self._make_source(data, clip_length=clip_length, stride=stride,
+                                           clips_per_video=clips_per_video), data)
         self.seed, self.train = seed, bool(train)
-        self.dali_device = "cpu"  # set by build_pipeline
+
+    def _make_source(self, data, **clip_options):
+        return self.source_class(data, **clip_options)
 
     def clip(self, epoch: int, index: int) -> np.ndarray:
         """(T,) int64 frame indices of sample `index`'s clip in `epoch`."""
@@ -71,6 +72,22 @@ class VideoModality(SourceModality):
         if not self.train:
             return np.zeros(len(indices), dtype=bool)
         return flips(self.seed, epoch, np.asarray(indices, np.int64))
+
+    def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Batch-level work on the target device: uint8 -> normalized float32."""
+        frames = batch["frames"]
+        mean, std = _MEAN.to(frames.device)[None], _STD.to(frames.device)[None]
+        batch["frames"] = (frames.float() - mean) / std
+        return batch
+
+
+class VideoModality(ClipModality):
+    """Video files in class folders (see ClipModality for the options)."""
+
+    name = "video"
+    dali_outputs = graph.OUTPUTS
+    source_class = VideoFolderSource
+    dali_device = "cpu"  # set by build_pipeline
 
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
@@ -140,10 +157,3 @@ class VideoModality(SourceModality):
             clip = clip.flip(-1)
         return {"frames": clip.contiguous(),
                 "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}
-
-    def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Batch-level work on the target device: uint8 -> normalized float32."""
-        frames = batch["frames"]
-        mean, std = _MEAN.to(frames.device)[None], _STD.to(frames.device)[None]
-        batch["frames"] = (frames.float() - mean) / std
-        return batch

@@ -14,37 +14,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dali_pipes.augment import flips
 from dali_pipes.pipelines import video_frames as graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.video_frames import FrameFolderSource
 from torch_bridge.errors import SampleGuard
-from torch_bridge.modalities.base import SourceModality
-from torch_bridge.modalities.video import VideoModality, _check_size
+from torch_bridge.modalities.video import ClipModality
 
 
-class FrameFolderModality(SourceModality):
+class FrameFolderModality(ClipModality):
     """Options as `VideoModality`: clip_length, stride, size, train, clips_per_video."""
 
     name = "video"
     dali_outputs = graph.OUTPUTS
-
-    def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
-                 size=224, train: bool = True, clips_per_video: int = 1):
-        if not isinstance(train, (bool, np.bool_)):
-            raise ValueError(f"train must be True or False, got {train!r}")
-        self.size = _check_size(size)
-        self._set_source(FrameFolderSource(data, clip_length=clip_length, stride=stride,
-                                           clips_per_video=clips_per_video), data)
-        self.seed, self.train = seed, bool(train)
-
-    def clip(self, epoch: int, index: int) -> np.ndarray:
-        return self.source.clip_indices(self.seed, epoch, [index], train=self.train)[0]
-
-    def flips(self, epoch: int, indices: np.ndarray) -> np.ndarray:
-        if not self.train:
-            return np.zeros(len(indices), dtype=bool)
-        return flips(self.seed, epoch, np.asarray(indices, np.int64))
+    source_class = FrameFolderSource
 
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
@@ -94,4 +76,3 @@ class FrameFolderModality(SourceModality):
         return {"frames": clip.contiguous(),
                 "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}
 
-    finish = VideoModality.finish
