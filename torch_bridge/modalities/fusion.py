@@ -67,10 +67,9 @@ class FusionModality(VideoModality):
         """The video feeds plus the aligned IMU of the kept samples. IMU files are read
         first, each under the guard: a bad one skips or raises naming the sample's index and
         video (the sample's path on both backends) and, in the reason, the IMU file."""
-        good = [i for i in np.asarray(indices, np.int64).tolist()
-                if guard.run(i, self.path(i), epoch,
-                             lambda i=i: self.source.stream(i)) is not None]
-        feeds, kept = super().feeds(epoch, np.asarray(good, np.int64), guard)
+        _, good = guard.read_batch(epoch, np.asarray(indices, np.int64), self.path,
+                                   self.source.stream)
+        feeds, kept = super().feeds(epoch, good, guard)
         if len(kept):
             aligned = [self.source.imu(i, ts)
                        for i, ts in zip(kept.tolist(), feeds["timestamps"])]

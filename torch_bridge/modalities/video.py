@@ -111,17 +111,12 @@ class VideoModality(ClipModality):
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
               ) -> tuple[dict[str, object], np.ndarray]:
         """Read a batch's clips (bad files go to the guard) and their parameters."""
-        samples, kept = [], []
-        for index in indices.tolist():
-            got = guard.run(index, self.path(index), epoch, lambda: self._read(epoch, index))
-            if got is not None:
-                samples.append(got)
-                kept.append(index)
-        kept_arr = np.asarray(kept, dtype=np.int64)
-        if not kept:
+        samples, kept_arr = guard.read_batch(epoch, indices, self.path,
+                                             lambda index: self._read(epoch, index))
+        if not samples:
             return {}, kept_arr
-        self._check_resolutions(kept, [s["hw"] for s in samples])
-        n, src = len(kept), self.source
+        self._check_resolutions(kept_arr.tolist(), [s["hw"] for s in samples])
+        n, src = len(kept_arr), self.source
         return {"video": [s.get("video", _DUMMY_BYTES) for s in samples],
                 "decoded": [s.get("decoded", _DUMMY_FRAMES) for s in samples],
                 "use_dali": np.array(["video" in s for s in samples]),

@@ -43,14 +43,9 @@ class FrameFolderModality(ClipModality):
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
               ) -> tuple[dict[str, object], np.ndarray]:
-        samples, kept = [], []
-        for index in indices.tolist():
-            got = guard.run(index, self.path(index), epoch, lambda: self._read(epoch, index))
-            if got is not None:
-                samples.append(got)
-                kept.append(index)
-        kept_arr = np.asarray(kept, dtype=np.int64)
-        if not kept:
+        samples, kept_arr = guard.read_batch(epoch, indices, self.path,
+                                             lambda index: self._read(epoch, index))
+        if not samples:
             return {}, kept_arr
         out: dict[str, object] = {
             name: [s["jpegs"][t] for s in samples]
