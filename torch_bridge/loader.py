@@ -144,7 +144,22 @@ def resolve_device(device: str | torch.device) -> torch.device:
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} requested but CUDA is not available")
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", _local_gpu())
     return dev
+
+
+def _local_gpu() -> int:
+    """The GPU a plain "cuda" means: LOCAL_RANK under torchrun (one GPU per process on a
+    node), else the current device."""
+    local = os.environ.get("LOCAL_RANK")
+    if local is None:
+        return torch.cuda.current_device()
+    count = torch.cuda.device_count()
+    if not local.isdigit() or int(local) >= count:
+        raise ValueError(f"LOCAL_RANK={local!r} does not name one of this node's {count} "
+                         f"GPU(s); pass device='cuda:N' or start fewer processes per node")
+    return int(local)
 
 
 def _modality(name: str, data, seed: int, options: dict):
