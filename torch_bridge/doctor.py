@@ -20,7 +20,10 @@ from typing import Literal
 Status = Literal["ok", "warn", "fail", "info"]
 GiB = 1 << 30
 MIN_SHM = GiB
-MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}  # Linux, per CUDA notes
+# Minimum Linux driver for minor-version compatibility within each CUDA major, checked
+# against NVIDIA's "CUDA Compatibility: Minor Version Compatibility" table (13.x >= 580,
+# 12.x >= 525, 11.x >= 450; 11.x needs 450.80.02) and the x.0 toolkit release notes.
+MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 DEFAULT_BATCH_BYTES = 64 * 3 * 224 * 224 * 4  # 64 float32 images of 224x224
 PREFETCH = 2  # DataLoader's default prefetch_factor
 
