@@ -18,6 +18,13 @@ Padding (`clip_frame_indices`) for positions past the last frame:
 - "loop": wrap to the beginning, `raw % n` (DALI: pass the indices as `frames=`).
 - "none": no padding; a clip that does not fit raises ValueError.
 The returned `valid` mask is False at padded positions.
+
+Loaders (`make_loader(..., pad=...)`, `LOADER_PADS`) offer two of these behaviours:
+- "repeat_last" (default): every clip has `clip_length` frames, padded as above.
+- "variable": a clip keeps only the frames its video has (`indices[valid]`, still `stride`
+  apart; `clip_lengths` counts them), and the loader pads the batch instead: every field with
+  a time axis is padded with zeros (False for booleans) to the longest clip of the batch, and
+  the batch gains "length" (B,) int64 and "mask" (B, T) bool (True at real frames).
 """
 from __future__ import annotations
 
@@ -29,6 +36,8 @@ from dali_pipes.augment import STREAM_CLIP, uniforms
 
 PadMode = Literal["repeat_last", "loop", "none"]
 PAD_MODES = ("repeat_last", "loop", "none")
+LoaderPad = Literal["repeat_last", "variable"]
+LOADER_PADS = ("repeat_last", "variable")
 
 
 def clip_span(clip_length: int, stride: int) -> int:
@@ -80,6 +89,23 @@ def clip_frame_indices(start, frame_count, clip_length: int, stride: int,
     if pad == "loop":
         return raw % (last + 1), valid
     return np.minimum(raw, last), valid
+
+
+def clip_lengths(start, frame_count, clip_length: int, stride: int) -> np.ndarray:
+    """Real frames (..., ) int64 of each clip: `min(clip_length, (n - 1 - start) // stride + 1)`,
+    the number of True entries of `clip_frame_indices`'s `valid` (always a prefix)."""
+    _check_positive(clip_length=clip_length, stride=stride)
+    start, counts = np.broadcast_arrays(np.asarray(start, dtype=np.int64),
+                                        np.asarray(frame_count, dtype=np.int64))
+    _check_starts(start, counts)
+    return np.minimum(clip_length, (counts - 1 - start) // stride + 1)
+
+
+def check_loader_pad(pad) -> str:
+    """`pad` if it is one of LOADER_PADS, else ValueError naming the option."""
+    if not isinstance(pad, str) or pad not in LOADER_PADS:
+        raise ValueError(f"pad must be one of {LOADER_PADS}, got {pad!r}")
+    return pad
 
 
 def _check_positive(**values: int) -> None:

@@ -31,13 +31,23 @@ FUSION = {
     **SOURCE_ID,  # always present for fusion (0 for a single folder)
 }
 
+LENGTHS = {  # pad="variable" clips: batches padded to their longest clip
+    "length": ("int64", "B"),  # real frames of each clip
+    "mask": ("bool", "BT"),  # True at real frames
+}
+
 SCHEMAS = {"image": IMAGE, "video": VIDEO, "hyperspectral": HYPERSPECTRAL, "fusion": FUSION}
 
 
-def schema_for(modality: str, multi_source: bool = False) -> dict[str, tuple[str, str]]:
+def schema_for(modality: str, multi_source: bool = False,
+               variable: bool = False) -> dict[str, tuple[str, str]]:
     if modality not in SCHEMAS:
         raise ValueError(f"unknown modality {modality!r}; known: {sorted(SCHEMAS)}")
+    if variable and modality not in ("video", "fusion"):
+        raise ValueError(f"variable-length batches are for video and fusion, not {modality!r}")
     schema = dict(SCHEMAS[modality])
     if multi_source:
         schema.update(SOURCE_ID)
+    if variable:
+        schema.update(LENGTHS)
     return schema

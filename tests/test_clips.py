@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dali_pipes.clips import clip_frame_indices, clip_span, clip_starts
+from dali_pipes.clips import (check_loader_pad, clip_frame_indices, clip_lengths, clip_span,
+                              clip_starts)
 
 
 def starts(index, counts, *, seed=0, epoch=0, clip_length=8, stride=2, train=True, **kw):
@@ -123,3 +124,25 @@ def test_index_arguments_are_checked():
         clip_frame_indices(-1, 10, 4, 1)
     with pytest.raises(ValueError, match="positive"):
         clip_frame_indices(0, 10, 4, 1.5)
+
+
+def test_clip_lengths_count_the_real_frames_of_each_clip():
+    rng = np.random.default_rng(0)
+    counts = rng.integers(1, 40, 500)
+    for clip_length, stride in ((8, 1), (8, 2), (5, 3), (1, 4)):
+        first = starts(np.arange(500), counts, clip_length=clip_length, stride=stride)
+        _, valid = clip_frame_indices(first, counts, clip_length, stride)
+        got = clip_lengths(first, counts, clip_length, stride)
+        np.testing.assert_array_equal(got, valid.sum(axis=1))
+        assert np.all(valid == (np.arange(clip_length) < got[:, None]))  # a prefix
+    assert clip_lengths(0, 5, 8, 2) == 3 and clip_lengths(0, 6, 8, 2) == 3
+    assert clip_lengths(5, 20, 8, 2) == 8
+    with pytest.raises(ValueError, match="outside"):
+        clip_lengths(5, 5, 8, 2)
+
+
+def test_loader_pad_modes():
+    assert check_loader_pad("variable") == "variable"
+    for bad in ("none", "loop", None, 1):
+        with pytest.raises(ValueError, match="pad must be one of"):
+            check_loader_pad(bad)

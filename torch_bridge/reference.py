@@ -66,12 +66,15 @@ class _PlanBatchSampler(Sampler):
 
 
 class _Collate:
-    """Stacks the good samples of a batch; keeps the skip records that came with them."""
+    """Stacks the good samples of a batch (padding the modality's `padded_fields`, if any,
+    with `torch_bridge.collate`); keeps the skip records that came with them."""
 
     def __init__(self, modality):
         self.modality = modality
 
     def __call__(self, items):
+        from torch_bridge import collate
+
         kept, samples, skipped = [], [], []
         for index, sample, skips in items:
             skipped.extend(skips)
@@ -80,16 +83,12 @@ class _Collate:
                 samples.append(sample)
         if not samples:
             return kept, None, skipped
-        return kept, {name: self._stack(name, [s[name] for s in samples], kept)
+        names = [f"{i}: {self.modality.path(i)}" for i in kept]
+        padded = getattr(self.modality, "padded_fields", ())
+        if padded:
+            return kept, collate.pad_batch(samples, padded, names), skipped
+        return kept, {name: collate.stack([s[name] for s in samples], name, names)
                       for name in samples[0]}, skipped
-
-    def _stack(self, name: str, values: list[torch.Tensor], kept: list[int]) -> torch.Tensor:
-        shapes = {tuple(v.shape) for v in values}
-        if len(shapes) > 1:
-            files = ", ".join(f"{i}: {self.modality.path(i)} {tuple(v.shape)}"
-                              for i, v in zip(kept, values))
-            raise ValueError(f"cannot batch {name!r}: samples differ in shape ({files})")
-        return torch.stack(values)
 
 
 class TorchEngine:

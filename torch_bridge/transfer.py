@@ -20,7 +20,9 @@ def dali_to_torch(tensor_list, device: torch.device) -> torch.Tensor:
         raise TypeError(f"expected a DALI TensorList, got {type(tensor_list).__name__}")
     # Zero copy: DALI's dynamic executor never reuses an output buffer that is still
     # referenced, and the DLPack capsule keeps a reference for as long as the tensor lives.
-    return torch.from_dlpack(tensor_list.as_tensor())
+    # A GPU graph also has CPU outputs (pass-through timestamps, IMU, lengths): copied over.
+    out = torch.from_dlpack(tensor_list.as_tensor())
+    return out if device.type == "cpu" else out.to(device)
 
 
 def attach_meta(batch: dict, modality, kept: np.ndarray, device: torch.device) -> dict:

@@ -3,6 +3,8 @@
 Inputs: the video graph's, plus "imu" float32 (T, D) and "imu_valid" bool (T,), computed by
 the loader from each clip's frame timestamps. They ride through the graph with their clip so
 they stay paired with it through prefetch, run-ahead across epochs, restarts and resume.
+With `variable=True` (clips of their own lengths) "imu" is padded with zeros and "imu_valid"
+with False to the batch's longest clip, like the video fields, and "length" / "mask" follow.
 """
 from __future__ import annotations
 
@@ -13,18 +15,24 @@ from dali_pipes.pipelines import video
 from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
 
 OUTPUTS = video.OUTPUTS + ("imu", "imu_valid")
+VARIABLE_OUTPUTS = OUTPUTS + video.LENGTH_OUTPUTS
 
 
 def build_fusion_pipeline(*, device: str, batch_size: int, config: PipelineConfig,
-                          size: tuple[int, int] | None, device_id: int | None = None):
+                          size: tuple[int, int] | None, device_id: int | None = None,
+                          variable: bool = False):
     """Define (not build) the fusion graph (see `video.build_video_pipeline`)."""
     video.check_size(size)
     return define_pipeline(_graph, device=device, batch_size=batch_size, config=config,
-                           device_id=device_id, size=size)
+                           device_id=device_id, size=size, variable=bool(variable))
 
 
-def _graph(device: str, size):
+def _graph(device: str, size, variable: bool):
     frames, timestamps = video.video_graph(device, size)
     imu = fn.external_source(name="imu", dtype=types.FLOAT, ndim=2, no_copy=True)
     valid = fn.external_source(name="imu_valid", dtype=types.BOOL, ndim=1, no_copy=True)
-    return frames, timestamps, imu, valid
+    if not variable:
+        return frames, timestamps, imu, valid
+    padded = (video.pad_time(frames), video.pad_time(timestamps, float64=True),
+              video.pad_time(imu), video.pad_time(valid))
+    return padded + video.length_and_mask(frames, device)

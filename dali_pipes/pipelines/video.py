@@ -21,6 +21,14 @@ are merged before resize / flip / normalize, so both kinds of sample share every
 operator and one batch may mix codecs. Padding past the end of a video repeats its last frame
 (`pad_mode="edge"`, equal to `clips.clip_frame_indices(..., "repeat_last")` because a
 segment ends at the clip's last frame).
+
+Variable-length clips (`variable=True`, the loaders' pad="variable"): "sequence_length" is
+each clip's own length L (the frames its video has), so the decoder and the PyAV fallback both
+return exactly L frames. After normalization every time field is padded to the longest clip
+of the batch with `fn.pad` (axis 0, zeros; float64 timestamps are padded as their int64 bit
+pattern, which fn.pad takes, so padding is exactly 0.0). Two more outputs: "length" int64 ()
+read from the decoded clip's own shape (not from the feeds) and "mask" bool (Tmax,), True at
+the first "length" positions (`fn.ones` of that length, padded with False).
 """
 from __future__ import annotations
 
@@ -38,6 +46,8 @@ GPU_DECODABLE_CODECS = frozenset({"h264", "hevc", "vp8", "vp9", "av1"})
 INPUTS = ("video", "decoded", "use_dali", "start_frame", "sequence_length", "stride",
           "mirror", "timestamps")
 OUTPUTS = ("frames", "timestamps")
+LENGTH_OUTPUTS = ("length", "mask")  # appended to a graph's outputs with variable=True
+VARIABLE_OUTPUTS = OUTPUTS + LENGTH_OUTPUTS
 
 
 def dali_decodes(codec: str, device: Literal["cpu", "gpu"]) -> bool:
@@ -47,11 +57,20 @@ def dali_decodes(codec: str, device: Literal["cpu", "gpu"]) -> bool:
 
 def build_video_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
                          config: PipelineConfig, size: tuple[int, int] | None,
-                         device_id: int | None = None):
-    """Define (not build) the video graph; `size` (H, W) or None for native resolution."""
+                         device_id: int | None = None, variable: bool = False):
+    """Define (not build) the video graph; `size` (H, W) or None for native resolution;
+    `variable`: clips of their own lengths, padded per batch (VARIABLE_OUTPUTS)."""
     check_size(size)
-    return define_pipeline(video_graph, device=device, batch_size=batch_size, config=config,
-                           device_id=device_id, size=size)
+    return define_pipeline(_graph, device=device, batch_size=batch_size, config=config,
+                           device_id=device_id, size=size, variable=bool(variable))
+
+
+def _graph(device: str, size, variable: bool):
+    frames, timestamps = video_graph(device, size)
+    if not variable:
+        return frames, timestamps
+    padded = pad_time(frames), pad_time(timestamps, float64=True)
+    return padded + length_and_mask(frames, device)
 
 
 def check_size(size) -> None:
@@ -83,3 +102,21 @@ def video_graph(device: str, size):
         frames, device=device, mirror=mirror, dtype=types.FLOAT, output_layout="FCHW",
         mean=[m * 255 for m in IMAGENET_MEAN], std=[s * 255 for s in IMAGENET_STD])
     return frames, timestamps
+
+
+def pad_time(node, float64: bool = False):
+    """`node` padded along axis 0 with zeros to the batch's longest sample (`fn.pad`). fn.pad
+    has no float64 kernel: `float64=True` pads the int64 bit pattern (0 bits = 0.0)."""
+    if not float64:
+        return fn.pad(node, axes=[0], fill_value=0)
+    bits = fn.pad(fn.reinterpret(node, dtype=types.INT64), axes=[0], fill_value=0)
+    return fn.reinterpret(bits, dtype=types.FLOAT64)
+
+
+def length_and_mask(frames, device: str):
+    """("length" int64 (), "mask" bool (Tmax,)) from the unpadded clip's own frame count."""
+    count = frames.shape(dtype=types.INT32)[0]
+    if device != "cpu":
+        count = count.cpu()  # shape of GPU data is on the GPU; fn.ones wants it on the CPU
+    mask = fn.pad(fn.ones(shape=fn.stack(count), dtype=types.BOOL), axes=[0], fill_value=0)
+    return fn.cast(count, dtype=types.INT64), mask

@@ -3,13 +3,14 @@
 Subclasses list `files` (one per video), set `labels`/`source_ids` per video through
 `_set_listing`, and say how many frames a video has (`frame_count`). Clip starts come from
 `dali_pipes.clips` (pure functions of seed, epoch, video index and clip number) with its
-"repeat_last" padding rule, so every clip source gives the same index the same clip.
+"repeat_last" padding rule, so every clip source gives the same index the same clip;
+`clip_frames(..., variable=True)` keeps only the frames the video has (loaders' pad="variable").
 """
 from __future__ import annotations
 
 import numpy as np
 
-from dali_pipes.clips import clip_frame_indices, clip_span, clip_starts
+from dali_pipes.clips import clip_frame_indices, clip_lengths, clip_span, clip_starts
 
 
 class ClipSource:
@@ -41,12 +42,27 @@ class ClipSource:
         raise NotImplementedError
 
     def clip_indices(self, seed: int, epoch: int, indices, *, train: bool) -> np.ndarray:
-        """(B, clip_length) int64 frame indices of the samples' clips."""
+        """(B, clip_length) int64 frame indices of the samples' clips ("repeat_last")."""
+        indices, starts, counts = self._starts(seed, epoch, indices, train)
+        frames, _ = clip_frame_indices(starts, counts, self.clip_length, self.stride)
+        return frames.reshape(len(indices), self.clip_length)
+
+    def clip_frames(self, seed: int, epoch: int, index: int, *, train: bool,
+                    variable: bool = False) -> np.ndarray:
+        """(T,) int64 frame indices of sample `index`'s clip: `clip_length` of them padded
+        with "repeat_last", or with `variable` only the L <= clip_length the video has."""
+        _, starts, counts = self._starts(seed, epoch, [index], train)
+        frames = clip_frame_indices(starts, counts, self.clip_length, self.stride)[0][0]
+        if not variable:
+            return frames
+        return frames[:int(clip_lengths(starts, counts, self.clip_length, self.stride)[0])]
+
+    def _starts(self, seed: int, epoch: int, indices, train: bool):
+        """(indices, clip starts, frame counts), each (B,) int64."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)
         counts = np.array([self.frame_count(i) for i in indices.tolist()], np.int64)
         starts = clip_starts(seed, epoch, indices // self.clips_per_video, counts,
                              clip_length=self.clip_length, stride=self.stride, train=train,
                              clips_per_video=self.clips_per_video,
                              clip_id=indices % self.clips_per_video)
-        frames, _ = clip_frame_indices(starts, counts, self.clip_length, self.stride)
-        return frames.reshape(len(indices), self.clip_length)
+        return indices, starts, counts

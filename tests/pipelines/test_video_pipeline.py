@@ -7,7 +7,10 @@ import pytest
 from bench.sample_video import small_video_folder
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
-from dali_pipes.pipelines.video import OUTPUTS, build_video_pipeline, dali_decodes
+from bench.sample_data import encode_jpeg, photo_like
+from dali_pipes.pipelines.video import (OUTPUTS, VARIABLE_OUTPUTS, build_video_pipeline,
+                                        dali_decodes)
+from dali_pipes.pipelines.video_frames import build_frames_pipeline, frame_inputs
 from dali_pipes.sources.video import VideoFolderSource
 
 MEAN = np.array(IMAGENET_MEAN, np.float32)[:, None, None] * 255
@@ -32,26 +35,29 @@ def _feeds(source, samples, mirror):
     n = len(samples)
     feeds.update(use_dali=np.array([s[2] for s in samples]),
                  start_frame=np.array(feeds["start_frame"], np.int32),
-                 sequence_length=np.full(n, len(samples[0][1]), np.int32),
+                 sequence_length=np.array([len(s[1]) for s in samples], np.int32),
                  stride=np.full(n, source.stride, np.int32),
                  mirror=np.array(mirror, np.int32),
-                 timestamps=np.stack([source.timestamps(i, f) for i, f, _ in samples]))
+                 timestamps=[source.timestamps(i, f) for i, f, _ in samples])
     return feeds
 
 
-def _run(source, samples, mirror, size=None):
+def _run(source, samples, mirror, size=None, variable=False):
     pipe = build_video_pipeline(device="cpu", batch_size=len(samples), size=size,
-                                config=PipelineConfig(num_threads=1))
+                                config=PipelineConfig(num_threads=1), variable=variable)
     pipe.build()
     for name, value in _feeds(source, samples, mirror).items():
         pipe.feed_input(name, value)
     return [np.array(out.as_tensor()) for out in pipe.run()]
 
 
-def test_gpu_graph_is_defined_without_a_gpu():
+@pytest.mark.parametrize("variable", [False, True])
+def test_gpu_graph_is_defined_without_a_gpu(variable):
     pipe = build_video_pipeline(device="gpu", batch_size=4, size=(32, 40),
-                                config=PipelineConfig())
-    assert pipe is not None and len(OUTPUTS) == 2
+                                config=PipelineConfig(), variable=variable)
+    frames_pipe = build_frames_pipeline(device="gpu", batch_size=4, size=None, clip_length=3,
+                                        config=PipelineConfig(), variable=variable)
+    assert pipe is not None and frames_pipe is not None and len(OUTPUTS) == 2
 
 
 def test_cpu_graph_decodes_a_vp9_segment_like_pyav(source):
@@ -83,3 +89,42 @@ def test_which_codecs_the_graph_decodes():
 def test_bad_size_is_rejected():
     with pytest.raises(ValueError, match="size"):
         build_video_pipeline(device="cpu", batch_size=1, size=(0, 4), config=PipelineConfig())
+
+
+def _check_padded(frames, ts, length, mask, lengths):
+    assert length.dtype == np.int64 and length.tolist() == lengths
+    assert mask.dtype == bool and mask.shape == (len(lengths), max(lengths))
+    np.testing.assert_array_equal(mask, np.arange(max(lengths)) < length[:, None])
+    assert frames.shape[:2] == ts.shape == mask.shape
+    assert np.all(frames[~mask] == 0) and np.all(ts[~mask] == 0)
+    assert np.all(np.abs(frames[mask]).reshape(mask.sum(), -1).sum(1) > 0)
+
+
+def test_variable_clips_are_padded_to_the_longest_decoded_one(source):
+    long, short = np.arange(13, 25, 2), np.arange(0, 5, 2)  # 6 and 3 frames
+    samples = [(1, short, True), (1, long, False), (0, long[:4], True), (0, short, False)]
+    frames, ts, length, mask = _run(source, samples, mirror=[0, 0, 0, 0], variable=True)
+    _check_padded(frames, ts, length, mask, [3, 6, 4, 3])
+    for row, (index, clip, _) in enumerate(samples):
+        n = len(clip)
+        np.testing.assert_array_equal(ts[row, :n], source.timestamps(index, clip))
+        expected = source.decode_clip(index, clip).transpose(0, 3, 1, 2).astype(np.float32)
+        assert np.abs(frames[row, :n] * STD + MEAN - expected).mean() < 3.0
+    assert len(VARIABLE_OUTPUTS) == 4
+
+
+def test_frames_graph_cuts_each_clip_to_its_length_and_pads():
+    rng = np.random.default_rng(0)
+    jpegs = [np.frombuffer(encode_jpeg(photo_like(rng, 24, 32)), np.uint8) for _ in range(3)]
+    pipe = build_frames_pipeline(device="cpu", batch_size=2, size=None, clip_length=3,
+                                 config=PipelineConfig(num_threads=1), variable=True)
+    pipe.build()
+    for t, name in enumerate(frame_inputs(3)):  # sample 1 repeats its last frame's bytes
+        pipe.feed_input(name, [jpegs[t], jpegs[min(t, 1)]])
+    pipe.feed_input("mirror", np.zeros(2, np.int32))
+    pipe.feed_input("length", np.array([3, 2], np.int32))
+    pipe.feed_input("timestamps", [np.array([0.1, 0.2, 0.3]), np.array([0.1, 0.2])])
+    frames, ts, length, mask = (np.array(out.as_tensor()) for out in pipe.run())
+    _check_padded(frames, ts, length, mask, [3, 2])
+    np.testing.assert_array_equal(frames[1, :2], frames[0, :2])  # same JPEGs, same pixels
+    assert frames.shape == (2, 3, 3, 24, 32)

@@ -9,6 +9,12 @@ consumer normalizes. Clip starts and flips come from the plan functions on both 
 the two see the same frames; pixel values differ slightly (DALI's and swscale's YUV->RGB and
 the two resizers differ: mean absolute difference about 2 levels).
 
+`pad="variable"`: a clip keeps only the frames its video has (still `stride` apart), and the
+batch is padded to its longest clip: by `fn.pad` in the graph on the DALI backend, by
+`torch_bridge.collate.pad_batch` on the torch backend. Padded positions are 0 in "frames"
+(after normalization), "timestamps" and "imu", False in "imu_valid"; the batch gains
+"length" int64 (B,) and "mask" bool (B, T).
+
 Measured on 2 CPU cores, no GPU, built-in sample clips (48 VP9 files of 160x120, 48-96
 frames), clip_length 8, size 112, batch 8, train=True (`python bench/compare.py --modality
 video --device cpu --batch-size 8 --steps 20 --size 112`, one run): DALI 158 clips/s
@@ -20,9 +26,11 @@ import numpy as np
 import torch
 
 from dali_pipes.augment import flips
+from dali_pipes.clips import LoaderPad, check_loader_pad
 from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.video import VideoFolderSource
+from torch_bridge.collate import TIME_FIELDS
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality
 from torch_bridge.modalities.image import _MEAN, _STD
@@ -48,25 +56,41 @@ class ClipModality(SourceModality):
     """Options of every clip modality: `clip_length` (T, default 8), `stride` (default 1),
     `size` (int, (H, W), or None for native resolution; default 224), `train` (default True:
     random clip start and one horizontal flip for the whole clip; False: centred clips, no
-    flip) and `clips_per_video` (default 1). Subclasses name their `source_class`."""
+    flip), `clips_per_video` (default 1) and `pad` ("repeat_last", default: a clip past the
+    end of its video repeats the last frame; "variable": it stops there and the batch is
+    padded, with "length" and "mask"). Subclasses name their `source_class` and the graph
+    outputs of both pad modes (`dali_outputs`, `variable_outputs`)."""
 
     source_class: type = type(None)
+    dali_outputs: tuple[str, ...] = ()
+    variable_outputs: tuple[str, ...] = ()
 
     def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
-                 size=224, train: bool = True, clips_per_video: int = 1):
+                 size=224, train: bool = True, clips_per_video: int = 1,
+                 pad: LoaderPad = "repeat_last"):
         if not isinstance(train, (bool, np.bool_)):
             raise ValueError(f"train must be True or False, got {train!r}")
         self.size = _check_size(size)
+        self.variable = check_loader_pad(pad) == "variable"
+        if self.variable:
+            self.dali_outputs = self.variable_outputs
         self._set_source(self._make_source(data, clip_length=clip_length, stride=stride,
                                            clips_per_video=clips_per_video), data)
         self.seed, self.train = seed, bool(train)
+
+    @property
+    def padded_fields(self) -> tuple[str, ...]:
+        """Fields the torch collate pads along time (none unless pad="variable")."""
+        return TIME_FIELDS if self.variable else ()
 
     def _make_source(self, data, **clip_options):
         return self.source_class(data, **clip_options)
 
     def clip(self, epoch: int, index: int) -> np.ndarray:
-        """(T,) int64 frame indices of sample `index`'s clip in `epoch`."""
-        return self.source.clip_indices(self.seed, epoch, [index], train=self.train)[0]
+        """(T,) int64 frame indices of sample `index`'s clip in `epoch` (with pad="variable"
+        only the frames the video has)."""
+        return self.source.clip_frames(self.seed, epoch, index, train=self.train,
+                                       variable=self.variable)
 
     def flips(self, epoch: int, indices: np.ndarray) -> np.ndarray:
         if not self.train:
@@ -74,18 +98,34 @@ class ClipModality(SourceModality):
         return flips(self.seed, epoch, np.asarray(indices, np.int64))
 
     def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Batch-level work on the target device: uint8 -> normalized float32."""
+        """Batch-level work on the target device: uint8 -> normalized float32 (padded frames
+        stay exactly 0, as the DALI graph pads after normalizing)."""
         frames = batch["frames"]
         mean, std = _MEAN.to(frames.device)[None], _STD.to(frames.device)[None]
         batch["frames"] = (frames.float() - mean) / std
+        if "mask" in batch:
+            batch["frames"].masked_fill_(~batch["mask"][:, :, None, None, None], 0.0)
         return batch
+
+    def _check_resolutions(self, indices: list[int], sizes: list[tuple[int, int]]) -> None:
+        """With size=None every clip of a batch must share one resolution (ValueError
+        naming the files otherwise)."""
+        if self.size is not None or len(set(sizes)) <= 1:
+            return
+        first = sizes[0]
+        odd = [(i, hw) for i, hw in zip(indices, sizes) if hw != first]
+        raise ValueError(
+            f"size=None keeps native resolution, so every clip of a batch must share it: "
+            f"{self.path(indices[0])} is {first[0]}x{first[1]} but "
+            + ", ".join(f"{self.path(i)} is {hw[0]}x{hw[1]}" for i, hw in odd[:4])
+            + "; pass size=(H, W) to resize")
 
 
 class VideoModality(ClipModality):
     """Video files in class folders (see ClipModality for the options)."""
 
     name = "video"
-    dali_outputs = graph.OUTPUTS
+    dali_outputs, variable_outputs = graph.OUTPUTS, graph.VARIABLE_OUTPUTS
     source_class = VideoFolderSource
     dali_device = "cpu"  # set by build_pipeline
 
@@ -94,7 +134,8 @@ class VideoModality(ClipModality):
                        device_id: int | None = None):
         self.dali_device = device
         return graph.build_video_pipeline(device=device, batch_size=batch_size,
-                                          config=config, size=self.size, device_id=device_id)
+                                          config=config, size=self.size, device_id=device_id,
+                                          variable=self.variable)
 
     def _read(self, epoch: int, index: int) -> dict:
         """One sample's graph inputs (probing, remuxing or decoding may raise)."""
@@ -121,22 +162,10 @@ class VideoModality(ClipModality):
                 "decoded": [s.get("decoded", _DUMMY_FRAMES) for s in samples],
                 "use_dali": np.array(["video" in s for s in samples]),
                 "start_frame": np.array([s.get("start", 0) for s in samples], np.int32),
-                "sequence_length": np.full(n, src.clip_length, np.int32),
+                "sequence_length": np.array([len(s["frames"]) for s in samples], np.int32),
                 "stride": np.full(n, src.stride, np.int32),
                 "mirror": self.flips(epoch, kept_arr).astype(np.int32),
-                "timestamps": np.stack([s["timestamps"] for s in samples])}, kept_arr
-
-    def _check_resolutions(self, indices: list[int], sizes: list[tuple[int, int]]) -> None:
-        if self.size is not None or len(set(sizes)) <= 1:
-            return
-        first = sizes[0]
-        odd = [i for i, hw in zip(indices, sizes) if hw != first]
-        raise ValueError(
-            f"size=None keeps native resolution, so every clip of a batch must share it: "
-            f"{self.path(indices[0])} is {first[0]}x{first[1]} but "
-            + ", ".join(f"{self.path(i)} is {sizes[indices.index(i)][0]}x"
-                        f"{sizes[indices.index(i)][1]}" for i in odd[:4])
-            + "; pass size=(H, W) to resize")
+                "timestamps": [s["timestamps"] for s in samples]}, kept_arr
 
     # torch reference backend ----------------------------------------------------------
     def load(self, epoch: int, index: int) -> dict[str, torch.Tensor]:

@@ -6,14 +6,22 @@ class when `data` is a frame-folder tree (`is_frame_folder_tree`). DALI backend:
 reads the clip's T JPEG files, the graph decodes them (nvJPEG with `mixed` on the GPU),
 resizes, stacks them into a sequence and flips / normalizes (`dali_pipes.pipelines.
 video_frames`). Torch backend: `torchvision.io.decode_jpeg`, antialiased bilinear resize and
-the same flip in the workers; normalization in `finish`. With `size=None` every clip of a
-batch must share one resolution.
+the same flip in the workers; normalization in `finish`. With `size=None` the native
+resolution is kept: every frame of a batch must share it, or ValueError names the files
+(the DALI feeds read each JPEG's frame header; the torch path compares decoded shapes).
+With pad="variable" a clip shorter than T fills the graph's T JPEG inputs with its last
+frame's bytes and feeds its length, and the graph cuts the sequence back (see
+`dali_pipes.pipelines.video_frames`).
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import torch
 
+from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.frames import frame_name
 from dali_pipes.pipelines import video_frames as graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.video_frames import FrameFolderSource
@@ -25,7 +33,7 @@ class FrameFolderModality(ClipModality):
     """Options as `VideoModality`: clip_length, stride, size, train, clips_per_video."""
 
     name = "video"
-    dali_outputs = graph.OUTPUTS
+    dali_outputs, variable_outputs = graph.OUTPUTS, graph.VARIABLE_OUTPUTS
     source_class = FrameFolderSource
 
     # DALI backend -------------------------------------------------------------------
@@ -34,12 +42,28 @@ class FrameFolderModality(ClipModality):
         return graph.build_frames_pipeline(device=device, batch_size=batch_size,
                                            config=config, size=self.size,
                                            clip_length=self.source.clip_length,
-                                           device_id=device_id)
+                                           device_id=device_id, variable=self.variable)
 
     def _read(self, epoch: int, index: int) -> dict:
         frames = self.clip(epoch, index)
-        return {"jpegs": self.source.read_jpegs(index, frames),
-                "timestamps": self.source.timestamps(index, frames)}
+        jpegs = self.source.read_jpegs(index, frames)
+        hw = None
+        if self.size is None:  # native resolution: one size per clip, from the headers
+            hw = self._clip_resolution(index, frames, [
+                jpeg_size(data, self._frame_path(index, k)) for k, data in zip(frames, jpegs)])
+        return {"jpegs": jpegs, "hw": hw, "timestamps": self.source.timestamps(index, frames)}
+
+    def _frame_path(self, index: int, frame: int) -> str:
+        return os.path.join(self.path(index), frame_name(int(frame)))
+
+    def _clip_resolution(self, index: int, frames, sizes: list[tuple[int, int]]):
+        """The clip's one (H, W); ValueError naming the frames when they differ."""
+        if len(set(sizes)) > 1:
+            listed = ", ".join(f"{self._frame_path(index, k)} is {h}x{w}"
+                               for k, (h, w) in list(zip(frames, sizes))[:6])
+            raise ValueError(f"size=None keeps native resolution, so every frame of a clip "
+                             f"must share it: {listed}; pass size=(H, W) to resize")
+        return sizes[0]
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
               ) -> tuple[dict[str, object], np.ndarray]:
@@ -47,11 +71,14 @@ class FrameFolderModality(ClipModality):
                                              lambda index: self._read(epoch, index))
         if not samples:
             return {}, kept_arr
-        out: dict[str, object] = {
-            name: [s["jpegs"][t] for s in samples]
+        self._check_resolutions(kept_arr.tolist(), [s["hw"] for s in samples])
+        out: dict[str, object] = {  # a short clip repeats its last frame's bytes
+            name: [s["jpegs"][min(t, len(s["jpegs"]) - 1)] for s in samples]
             for t, name in enumerate(graph.frame_inputs(self.source.clip_length))}
         out["mirror"] = self.flips(epoch, kept_arr).astype(np.int32)
-        out["timestamps"] = np.stack([s["timestamps"] for s in samples])
+        out["timestamps"] = [s["timestamps"] for s in samples]
+        if self.variable:
+            out["length"] = np.array([len(s["jpegs"]) for s in samples], np.int32)
         return out, kept_arr
 
     # torch reference backend ----------------------------------------------------------
@@ -61,8 +88,11 @@ class FrameFolderModality(ClipModality):
         from torchvision.transforms.v2 import functional as F
 
         frames = self.clip(epoch, index)
-        clip = torch.stack([decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
-                            for data in self.source.read_jpegs(index, frames)])
+        images = [decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
+                  for data in self.source.read_jpegs(index, frames)]
+        if self.size is None:
+            self._clip_resolution(index, frames, [tuple(im.shape[1:]) for im in images])
+        clip = torch.stack(images)
         if self.size is not None:
             clip = F.resize(clip, list(self.size), antialias=True,
                             interpolation=F.InterpolationMode.BILINEAR)
