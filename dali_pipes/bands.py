@@ -11,18 +11,90 @@
 
 Both are deterministic for a given ``seed``; ties go to the lower band index. The result is a
 sorted list usable as ``bands=`` for ``read_patch``.
+
+Band math on big samples (the PCA covariance and eigen-decomposition, per-band statistics of a
+scene) runs on the array module ``array_module(device)`` picks: numpy, or CuPy when ``device``
+names a CUDA device, CuPy imports and a GPU is present. CuPy is imported only then, never on
+a CPU path; results equal numpy's to float tolerance.
 """
 from __future__ import annotations
 
-from typing import Literal, Protocol
+import warnings
+from types import ModuleType
+from typing import Callable, Literal, Protocol, TypeVar
 
 import numpy as np
+
+_T = TypeVar("_T")
 
 
 class _Cube(Protocol):
     shape: tuple[int, int, int]  # (bands, lines, samples)
 
     def read_patch(self, y: int, x: int, h: int, w: int, bands=None) -> np.ndarray: ...
+
+
+def _cuda_index(device) -> int | None:
+    """None for "cpu"; the device number for "cuda" (0) or "cuda:N"; ValueError otherwise."""
+    text = str(device)
+    if text == "cpu":
+        return None
+    head, sep, number = text.partition(":")
+    if head != "cuda" or (sep and not number.isdigit()):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    return int(number or 0)
+
+
+def array_module(device: str = "cpu") -> ModuleType:
+    """numpy, or cupy when ``device`` ("cuda", "cuda:N" or a torch.device) names a CUDA device
+    and cupy imports and sees that device."""
+    index = _cuda_index(device)
+    if index is None:
+        return np
+    try:
+        import cupy
+    except ImportError:
+        return np
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except RuntimeError:  # CUDARuntimeError (no driver, or one too old), a missing library
+        return np
+    return cupy if index < count else np
+
+
+def _run(device: str, work: Callable[[ModuleType], _T]) -> _T:
+    """``work(xp)`` with ``xp = array_module(device)``; on CuPy, on that device, and the GPU
+    memory its arrays cached in CuPy's pool is handed back afterwards (torch and DALI share
+    the GPU). ``work`` returns numpy results."""
+    xp = array_module(device)
+    if xp is np:
+        return work(np)
+    with xp.cuda.Device(_cuda_index(device)):
+        try:
+            return work(xp)
+        finally:  # work's arrays are gone by now: their blocks can be released
+            xp.get_default_memory_pool().free_all_blocks()
+
+
+def _to_numpy(array) -> np.ndarray:
+    return array if isinstance(array, np.ndarray) else array.get()  # cupy: to the host
+
+
+def band_statistics(values: np.ndarray, *, device: str = "cpu"
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per-band (mean, std) float32 of ``values`` (bands, n), NaNs ignored; an unknown mean
+    becomes 0 and a zero or unknown std 1. On ``array_module(device)``."""
+    return _run(device, lambda xp: _band_statistics(xp, values))
+
+
+def _band_statistics(xp: ModuleType, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN bands: handled below
+        data = xp.asarray(values, dtype=xp.float64)
+        mean, std = xp.nanmean(data, axis=1), xp.nanstd(data, axis=1)
+    mean = xp.where(xp.isfinite(mean), mean, 0.0)
+    std = xp.where(xp.isfinite(std) & (std > 0), std, 1.0)
+    return _to_numpy(mean).astype(np.float32), _to_numpy(std).astype(np.float32)
 
 
 def _positive_int(name: str, value) -> int:
@@ -55,12 +127,28 @@ def _as_float(values: np.ndarray) -> np.ndarray:
     return np.abs(values) if np.iscomplexobj(values) else values.astype(np.float64)
 
 
-def _pca_pick(values: np.ndarray, k: int) -> list[int]:
-    centred = values - values.mean(axis=0)
+def principal_axes(values: np.ndarray, *, device: str = "cpu"
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(eigenvalues, eigenvectors as columns) of the covariance of the standardised columns
+    of ``values`` (n, bands): the correlation matrix times n / (n - 1). Largest first,
+    computed on ``array_module(device)``, returned as numpy arrays."""
+    eigenvalues, vectors = _run(device, lambda xp: _eigh_standardised(xp, values))
+    order = np.argsort(eigenvalues, kind="stable")[::-1]
+    return eigenvalues[order], vectors[:, order]
+
+
+def _eigh_standardised(xp: ModuleType, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    data = xp.asarray(values, dtype=xp.float64)
+    centred = data - data.mean(axis=0)
     scale = centred.std(axis=0)
-    centred /= np.where(scale > 0, scale, 1.0)
-    eigenvalues, vectors = np.linalg.eigh(centred.T @ centred / max(len(centred) - 1, 1))
-    loadings = np.abs(vectors[:, np.argsort(eigenvalues, kind="stable")[::-1]])
+    centred /= xp.where(scale > 0, scale, 1.0)
+    covariance = centred.T @ centred / max(len(centred) - 1, 1)
+    eigenvalues, vectors = xp.linalg.eigh(covariance)
+    return _to_numpy(eigenvalues), _to_numpy(vectors)
+
+
+def _pca_pick(values: np.ndarray, k: int, device: str) -> list[int]:
+    loadings = np.abs(principal_axes(values, device=device)[1])
     chosen: list[int] = []
     for i in range(k):
         scores = loadings[:, i % loadings.shape[1]].copy()
@@ -109,9 +197,11 @@ def _check_source(source) -> tuple[int, int, int]:
 
 def select_bands(cube_or_array: _Cube | np.ndarray, k: int, *,
                  method: Literal["pca", "mi"] = "pca", labels: np.ndarray | None = None,
-                 n_pixels: int = 4096, seed: int = 0) -> list[int]:
-    """K distinct band indices (sorted) chosen on a random sample of ``n_pixels`` pixels."""
+                 n_pixels: int = 4096, seed: int = 0, device: str = "cpu") -> list[int]:
+    """K distinct band indices (sorted) chosen on a random sample of ``n_pixels`` pixels;
+    ``device`` ("cpu", "cuda", "cuda:N") picks where the PCA's band math runs."""
     n_bands, lines, samples = _check_source(cube_or_array)
+    _cuda_index(device)  # a bad device fails before any read
     k = _positive_int("k", k)
     if k > n_bands:
         raise ValueError(f"k={k} exceeds the number of bands ({n_bands})")
@@ -134,7 +224,7 @@ def select_bands(cube_or_array: _Cube | np.ndarray, k: int, *,
     if len(values) < 2:
         raise ValueError("fewer than 2 sampled pixels have finite values in every band")
     if method == "pca":
-        return sorted(_pca_pick(values, k))
+        return sorted(_pca_pick(values, k, device))
     return sorted(_mi_pick(values, labels.reshape(-1)[positions], k))
 
 
@@ -153,4 +243,5 @@ def bands_in_range(wavelengths, low_nm: float, high_nm: float) -> list[int]:
     return [int(i) for i in found]
 
 
-__all__ = ["bands_in_range", "mutual_information", "select_bands"]
+__all__ = ["array_module", "band_statistics", "bands_in_range", "mutual_information",
+           "principal_axes", "select_bands"]

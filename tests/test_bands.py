@@ -1,10 +1,14 @@
 """Band selection: PCA and mutual information on synthetic cubes, wavelength ranges."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
-from dali_pipes.bands import bands_in_range, mutual_information, select_bands
+from dali_pipes.bands import (array_module, band_statistics, bands_in_range, mutual_information,
+                              principal_axes, select_bands)
 
 B, H, W = 12, 20, 24
 
@@ -125,3 +129,84 @@ def test_bands_in_range():
         bands_in_range(None, 400, 500)
     with pytest.raises(ValueError, match="low_nm <= high_nm"):
         bands_in_range(wavelengths, 500, 400)
+
+
+def _low_rank_cube(bands: int, lines: int, samples: int, seed: int = 0) -> np.ndarray:
+    """Five spatial signals of clearly different strengths mixed into every band, plus noise:
+    a PCA whose leading directions are well separated (so picks cannot flip on rounding)."""
+    rng = np.random.default_rng(seed)
+    signals = rng.normal(size=(5, lines * samples)) * np.array([[8.0], [5.0], [3.0], [2.0],
+                                                                [1.0]])
+    mixing = rng.normal(size=(bands, 5))
+    cube = mixing @ signals + 0.1 * rng.normal(size=(bands, lines * samples))
+    return cube.reshape(bands, lines, samples)
+
+
+def test_array_module_is_numpy_on_the_cpu_and_checks_the_device():
+    assert array_module("cpu") is np and array_module() is np
+    for bad in ("gpu", "cuda:x", "cuda:", "tpu:0", ""):
+        with pytest.raises(ValueError, match="device must be"):
+            array_module(bad)
+    with pytest.raises(ValueError, match="device must be"):
+        select_bands(_cube(), 2, device="gpu")
+
+
+def test_cupy_is_not_imported_on_cpu_paths():
+    code = ("import sys, numpy as np; from dali_pipes import bands; "
+            "from dali_pipes.sources import hyperspectral; "
+            "cube = np.random.default_rng(0).normal(size=(6, 8, 9)); "
+            "bands.select_bands(cube, 2); bands.band_statistics(cube.reshape(6, -1)); "
+            "assert 'cupy' not in sys.modules, 'cupy imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_band_statistics_ignore_nans_and_fix_flat_bands():
+    rng = np.random.default_rng(3)
+    values = rng.normal(5.0, 2.0, size=(4, 300)).astype(np.float32)
+    values[1, ::3] = np.nan
+    values[2] = 7.0  # a constant band: std 0 becomes 1
+    values[3] = np.nan  # nothing known: mean 0, std 1
+    mean, std = band_statistics(values)
+    assert mean.dtype == std.dtype == np.float32
+    finite = values[1][np.isfinite(values[1])].astype(np.float64)
+    np.testing.assert_allclose(mean, [values[0].astype(np.float64).mean(), finite.mean(), 7, 0],
+                               rtol=1e-6)
+    np.testing.assert_allclose(std, [values[0].astype(np.float64).std(), finite.std(), 1, 1],
+                               rtol=1e-6)
+
+
+def test_principal_axes_diagonalise_the_correlation_matrix():
+    values = _low_rank_cube(10, 30, 40).reshape(10, -1).T
+    eigenvalues, vectors = principal_axes(values)
+    assert np.all(np.diff(eigenvalues) <= 0)  # largest first
+    n = len(values)  # standardised with the population std, covariance over n - 1
+    correlation = np.corrcoef(values, rowvar=False) * n / (n - 1)
+    np.testing.assert_allclose(vectors @ np.diag(eigenvalues) @ vectors.T, correlation,
+                               atol=1e-10)
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(10), atol=1e-10)
+
+
+def test_cuda_request_gives_the_cpu_results():
+    """On a machine without a usable GPU "cuda" falls back to numpy; with one it runs on CuPy.
+    Either way the numbers agree with the CPU path to float tolerance."""
+    cube = _low_rank_cube(16, 40, 50, seed=1)
+    values = cube.reshape(16, -1)
+    for got, want in zip(band_statistics(values, device="cuda"), band_statistics(values)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert select_bands(cube, 4, device="cuda") == select_bands(cube, 4)
+
+
+@pytest.mark.gpu
+def test_gpu_band_math_matches_numpy_on_a_big_cube():
+    cupy = pytest.importorskip("cupy")
+    assert array_module("cuda") is cupy and array_module("cuda:0") is cupy
+    cube = _low_rank_cube(128, 256, 256, seed=2)
+    values = cube.reshape(128, -1)
+    for got, want in zip(band_statistics(values, device="cuda"), band_statistics(values)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    gpu_w, gpu_v = principal_axes(values.T, device="cuda")
+    cpu_w, cpu_v = principal_axes(values.T)
+    np.testing.assert_allclose(gpu_w, cpu_w, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(np.abs(gpu_v[:, :5]), np.abs(cpu_v[:, :5]), atol=1e-8)
+    assert select_bands(cube, 5, n_pixels=20000, device="cuda") == \
+        select_bands(cube, 5, n_pixels=20000)

@@ -1,5 +1,6 @@
-"""ENVI cubes: a text header (``x.hdr``) beside a raw data file, read through ``np.memmap``.
-Everything is validated on open; reads touch only the bytes they need and return native copies.
+"""ENVI cubes: a text header (``x.hdr``) beside a raw data file, read through a memory map.
+Everything is validated on open; reads touch only the bytes they need and return native copies
+(after checking that the file still holds them: see ``_mapped``).
 """
 from __future__ import annotations
 
@@ -227,10 +228,9 @@ class EnviCube(MappedFile):
         self.path = path
         self.data_path = data_path
         self.header = header
-        axes, self._to_bsq = _LAYOUTS[header.interleave]
-        shape = tuple(getattr(header, axis) for axis in axes)
-        self._mm: np.memmap | None = np.memmap(data_path, dtype=header.dtype, mode="r",
-                                               offset=header.header_offset, shape=shape)
+        self._axes, self._to_bsq = _LAYOUTS[header.interleave]
+        shape = tuple(getattr(header, axis) for axis in self._axes)
+        self._open_map(data_path, header.dtype, header.header_offset, shape)
 
     shape = property(lambda self: (self.header.bands, self.header.lines, self.header.samples))
     dtype = property(lambda self: ENVI_DTYPES[self.header.data_type])
@@ -266,10 +266,19 @@ class EnviCube(MappedFile):
                              f"(lines, samples)=({self.header.lines}, {self.header.samples})")
         return self._native(self._index(self._band_index(bands), slice(y, y + h), slice(x, x + w)))
 
+    def _end(self, bands, rows: slice, cols: slice) -> int:
+        """One past the last byte a read of these bands, rows and columns touches."""
+        wanted = {"bands": bands, "lines": rows, "samples": cols}
+        flat = 0
+        for axis in self._axes:  # strides only grow outwards: the last element is the furthest
+            size, index = getattr(self.header, axis), wanted[axis]
+            last = (size if index.stop is None else index.stop) - 1 \
+                if isinstance(index, slice) else max(index)
+            flat = flat * size + last
+        return self.header.header_offset + (flat + 1) * self.header.dtype.itemsize
+
     def _index(self, bands, rows: slice, cols: slice) -> np.ndarray:
-        data = self._mm
-        if data is None:
-            raise ValueError(f"{self.path}: cube is closed")
+        data = self._mapped(self._end(bands, rows, cols))
         if self.header.interleave == "bsq":
             return data[bands, rows, cols]
         if self.header.interleave == "bil":

@@ -1,4 +1,4 @@
-"""Princeton Instruments SPE files (WinSpec 2.x and LightField 3.0), read through ``np.memmap``.
+"""Princeton Instruments SPE files (WinSpec 2.x and LightField 3.0), read through a memory map.
 
 Little-endian: a 4100-byte binary header, the frames, then (3.0 only) an XML footer at the
 offset stored in the header; it is authoritative for frame count, pixel format, region size and
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import struct
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -242,32 +242,61 @@ class SpeFile(MappedFile):
 
     def __init__(self, path: str, header: SpeHeader, layout: SpeLayout, xml: ET.Element | None):
         self.path, self.header, self.layout, self.xml = path, header, layout, xml
-        self._mm: np.memmap | None = np.memmap(path, np.uint8, "r", layout.data_offset,
-                                               (layout.frames, layout.frame_stride))
+        self._open_map(path, np.dtype(np.uint8), layout.data_offset,
+                       (layout.frames, layout.frame_stride))
 
     shape = property(lambda self: (self.layout.frames, self.layout.ydim, self.layout.xdim))
     dtype = property(lambda self: self.layout.dtype.newbyteorder("="))
     version = property(lambda self: self.header.version)
     wavelengths = property(lambda self: self.layout.wavelengths)
 
-    def _frames(self, start: int, stop: int) -> np.ndarray:
-        if self._mm is None:
-            raise ValueError(f"{self.path}: file is closed")
-        raw = self._mm[start:stop, : self.layout.frame_bytes]
-        shape = (stop - start, self.layout.ydim, self.layout.xdim)
-        return np.ascontiguousarray(raw).view(self.layout.dtype).reshape(shape)
+    def _view(self, start: int, stop: int, rows: tuple[int, int]) -> np.ndarray:
+        """A view of the map: frames ``start:stop``, rows ``rows[0]:rows[1]`` of each (one
+        contiguous run of bytes per frame), as (frames, rows, xdim) in the file's dtype."""
+        row_bytes = self.layout.xdim * self.layout.dtype.itemsize
+        first, last = rows[0] * row_bytes, rows[1] * row_bytes
+        data = self._mapped(self.layout.data_offset + (stop - 1) * self.layout.frame_stride
+                            + last)
+        values = data[start:stop, first:last].view(self.layout.dtype)
+        return values.reshape(stop - start, rows[1] - rows[0], self.layout.xdim)
 
     def read_frame(self, i: int) -> np.ndarray:
         """Frame ``i`` as a (ydim, xdim) array."""
         i = _index("i", i, self.layout.frames)
-        return self._frames(i, i + 1)[0].astype(self.dtype)
+        return np.array(self._view(i, i + 1, (0, self.layout.ydim))[0], dtype=self.dtype)
 
-    def read_frames(self, start: int, stop: int) -> np.ndarray:
-        """Frames ``start:stop`` (start < stop) as a (stop - start, ydim, xdim) array."""
+    def read_frames(self, start: int, stop: int, *, rows: tuple[int, int] | None = None,
+                    columns: Sequence[int] | None = None) -> np.ndarray:
+        """Frames ``start:stop`` (start < stop) as a (stop - start, n_rows, n_columns) array:
+        ``rows`` a ``(first, end)`` range of y (default: all), ``columns`` x indices (default:
+        all). Only the bytes of those rows are read from each frame."""
         start = _index("start", start, self.layout.frames)
         if not isinstance(stop, (int, np.integer)) or not start < stop <= self.layout.frames:
             raise IndexError(f"stop={stop!r} must be an int in ({start}, {self.layout.frames}]")
-        return self._frames(start, int(stop)).astype(self.dtype)
+        rows, columns = self._rows(rows), self._columns(columns)
+        values = self._view(start, int(stop), rows)
+        if columns is None:
+            return np.array(values, dtype=self.dtype)
+        return np.asarray(values[:, :, columns], dtype=self.dtype)  # indexing copied already
+
+    def _rows(self, rows) -> tuple[int, int]:
+        if rows is None:
+            return 0, self.layout.ydim
+        first = _index("rows[0]", rows[0], self.layout.ydim)
+        end = rows[1]
+        if not isinstance(end, (int, np.integer)) or not first < end <= self.layout.ydim:
+            raise IndexError(f"rows[1]={end!r} must be an int in ({first}, {self.layout.ydim}]")
+        return first, int(end)
+
+    def _columns(self, columns) -> list[int] | None:
+        if columns is None:
+            return None
+        if isinstance(columns, (str, bytes)) or not isinstance(columns, (Sequence, np.ndarray)):
+            raise TypeError(f"columns must be None or a sequence of ints, got "
+                            f"{type(columns).__name__}")
+        if len(columns) == 0:
+            raise ValueError("columns must not be empty")
+        return [_index(f"columns[{k}]", c, self.layout.xdim) for k, c in enumerate(columns)]
 
     def __reduce__(self):  # pickles as "open it again", e.g. for worker processes
         return open_spe, (self.path,)

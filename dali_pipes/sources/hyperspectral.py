@@ -11,19 +11,20 @@ lines the frames and the samples the y axis, so a patch is frames ``y0:y1``, y-r
 Edges use numpy's ``"reflect"`` padding (mirror without repeating the edge pixel: ... 2 1 | 0 1 2
 ...), computed on the in-bounds window only, which equals padding the whole image and cropping;
 patches larger than a scene keep mirroring as ``np.pad`` does. Only the window's bytes are read
-(ENVI: only its rows and columns; SPE: whole frames of the window's lines).
+(ENVI: only its rows and columns; SPE: of each of the window's frames, only the rows of its
+samples, one contiguous run of bytes, then the selected band columns).
 
 Files are validated when the source is made (``FormatError``); cubes are then opened lazily, once
 per process, so the source pickles into DataLoader workers and forked children reopen their own
 maps. A file that breaks between validation and a process's first read of it fails that read
-(FormatError, handled per sample by the loader's on_error). Once mapped, a file must not be
-truncated: reading a page past its new end kills the process (SIGBUS), as with any memmap.
+(FormatError, handled per sample by the loader's on_error). A file truncated after it was
+mapped fails the reads that need its missing bytes the same way: the readers check the file's
+size before touching the map (a plain memmap would die of SIGBUS there).
 """
 from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, Union
@@ -31,7 +32,7 @@ from typing import Sequence, Union
 import numpy as np
 
 from dali_pipes.augment import STREAM_PATCH, uniforms
-from dali_pipes.bands import bands_in_range
+from dali_pipes.bands import band_statistics, bands_in_range
 from dali_pipes.formats import FormatError, open_envi, open_spe
 
 PathLike = Union[str, os.PathLike]
@@ -90,9 +91,7 @@ def read_window(cube, y: int, x: int, h: int, w: int, bands) -> np.ndarray:
     """(n_bands, h, w) in-bounds window of a cube in (band, line, sample) order."""
     if not hasattr(cube, "read_frames"):
         return cube.read_patch(y, x, h, w, bands=bands)
-    frames = cube.read_frames(y, y + h)[:, x:x + w, :]  # (h, w, xdim)
-    if bands is not None:
-        frames = frames[:, :, bands]
+    frames = cube.read_frames(y, y + h, rows=(x, x + w), columns=bands)  # (h, w, n_bands)
     return frames.transpose(2, 0, 1)
 
 
@@ -268,21 +267,17 @@ class HyperspectralSource:
             window = np.pad(window, pad, mode="reflect")
         return np.ascontiguousarray(window, dtype=self.dtype)
 
-    def band_stats(self, scene: int, *, max_rows: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    def band_stats(self, scene: int, *, max_rows: int = 64, device: str = "cpu"
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """Per-band (mean, std) float32 of the selected bands over up to ``max_rows`` evenly
-        spaced whole lines of the scene (NaNs ignored; a zero or unknown std becomes 1)."""
+        spaced whole lines of the scene (NaNs ignored; a zero or unknown std becomes 1),
+        computed on ``array_module(device)`` (CuPy for a CUDA device when it is usable)."""
         s = self.scenes[scene]
         rows = np.unique(np.linspace(0, s.lines - 1, min(s.lines, max_rows)).round())
         cube = self.cube(scene)
         values = np.concatenate([read_window(cube, int(y), 0, 1, s.samples, s.band_indices)
                                  .reshape(-1, s.samples) for y in rows], axis=1)
-        values = values.astype(np.float64)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN bands: handled below
-            mean, std = np.nanmean(values, axis=1), np.nanstd(values, axis=1)
-        mean = np.where(np.isfinite(mean), mean, 0.0)
-        std = np.where(np.isfinite(std) & (std > 0), std, 1.0)
-        return mean.astype(np.float32), std.astype(np.float32)
+        return band_statistics(values, device=device)
 
     def close(self) -> None:
         """Close this process's cubes (they reopen on the next read)."""

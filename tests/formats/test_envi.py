@@ -227,3 +227,55 @@ def test_read_argument_errors(tmp_path):
         cube.read_patch(0, 0, 1, 1, bands=[])
     with pytest.raises(TypeError, match="bands"):
         cube.read_patch(0, 0, 1, 1, bands=3)
+
+
+_LAYOUT_AXES = {"bsq": "BLS", "bil": "LBS", "bip": "LSB"}
+
+
+def _end_of_read(interleave: str, itemsize: int, bands, y: int, x: int, h: int, w: int) -> int:
+    """One past the last byte a patch read touches, by brute force over the file's layout."""
+    sizes = {"B": BANDS, "L": LINES, "S": SAMPLES}
+    wanted = {"B": list(bands), "L": list(range(y, y + h)), "S": list(range(x, x + w))}
+    axes = _LAYOUT_AXES[interleave]
+    flat = np.arange(BANDS * LINES * SAMPLES).reshape([sizes[a] for a in axes])
+    return (int(flat[np.ix_(*[wanted[a] for a in axes])].max()) + 1) * itemsize
+
+
+@pytest.mark.parametrize("interleave", INTERLEAVES)
+@pytest.mark.parametrize("y,x,h,w,bands", [
+    (0, 0, 1, 1, [0]), (LINES - 1, SAMPLES - 1, 1, 1, None), (2, 1, 4, 3, [4, 0, 2]),
+    (0, 0, LINES, SAMPLES, [1]), (3, 2, 2, 2, [2, 3])])
+def test_file_truncated_after_open_fails_exactly_past_the_bytes_a_read_needs(
+        tmp_path, interleave, y, x, h, w, bands):
+    image = _image(np.dtype("i2"), seed=5)
+    header = _save(tmp_path, image, interleave=interleave)
+    data = tmp_path / "cube.img"
+    full = data.read_bytes()
+    expected = np.transpose(image, (2, 0, 1))[bands if bands is not None else slice(None),
+                                              y:y + h, x:x + w]
+    end = _end_of_read(interleave, 2, range(BANDS) if bands is None else bands, y, x, h, w)
+    with open_envi(header) as cube:
+        os.truncate(data, end)  # everything the read needs is still there
+        np.testing.assert_array_equal(cube.read_patch(y, x, h, w, bands=bands), expected)
+        os.truncate(data, end - 1)  # its last byte is gone
+        with pytest.raises(FormatError) as info:
+            cube.read_patch(y, x, h, w, bands=bands)
+        assert info.value.path == str(data) and info.value.field == "data size"
+        assert info.value.value == f"{end - 1} bytes" and info.value.expected == f">= {end} bytes"
+        data.write_bytes(full)  # the same file again: reads work again
+        np.testing.assert_array_equal(cube.read_patch(y, x, h, w, bands=bands), expected)
+
+
+def test_file_truncated_after_open_raises_instead_of_sigbus(tmp_path):
+    """Pages past a truncated file's end fault (SIGBUS) when touched; the size check comes
+    first. The cube spans many pages, so without the check this test kills the process."""
+    image = np.arange(64 * 64 * 16, dtype=np.int16).reshape(64, 64, 16)
+    header = _save(tmp_path, image, interleave="bsq")
+    with open_envi(header) as cube:
+        os.truncate(tmp_path / "cube.img", 4096)
+        np.testing.assert_array_equal(cube.read_patch(0, 0, 2, 2, bands=[0]),
+                                      image[:2, :2, :1].transpose(2, 0, 1))
+        with pytest.raises(FormatError, match=r"cube\.img: data size: file was truncated"):
+            cube.read_band(15)
+        with pytest.raises(FormatError, match="data size"):
+            cube.read_patch(60, 60, 4, 4)

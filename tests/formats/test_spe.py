@@ -1,6 +1,7 @@
 """SPE reader: round trips through the writer (2.x and 3.0), layout details, bad input."""
 from __future__ import annotations
 
+import os
 import pickle
 import struct
 
@@ -181,3 +182,73 @@ def test_writer_rejects_bad_input(tmp_path):
         write_spe(tmp_path / "a.spe", _frames("u2"), version=2.5, metadata_bytes_per_frame=8)
     with pytest.raises(ValueError, match="shape"):
         write_spe(tmp_path / "a.spe", np.zeros((2, 3), np.uint16))
+
+
+def _stacked(spe, start, stop):
+    return np.stack([spe.read_frame(i) for i in range(start, stop)])
+
+
+@pytest.mark.parametrize("version,meta", [(2.5, 0), (3.0, 0), (3.0, 8), (3.0, 24)])
+@pytest.mark.parametrize("dtype", ["u2", "f4"])
+def test_frames_rows_and_columns_equal_read_frame(tmp_path, version, meta, dtype):
+    frames = _frames(dtype, seed=2)
+    path = write_spe(tmp_path / "a.spe", frames, version=version,
+                     metadata_bytes_per_frame=meta)
+    with open_spe(path) as spe:
+        for start, stop in ((0, 1), (F - 1, F), (1, 3), (0, F)):
+            whole = _stacked(spe, start, stop)
+            for rows in ((0, 1), (Y - 1, Y), (1, 3), (0, Y)):
+                for columns in (None, [X - 1, 0, 2], [3], [1, 1]):
+                    got = spe.read_frames(start, stop, rows=rows, columns=columns)
+                    want = whole[:, rows[0]:rows[1]]
+                    want = want if columns is None else want[:, :, columns]
+                    assert got.dtype == np.dtype(dtype) and got.dtype.isnative
+                    np.testing.assert_array_equal(got, want)
+        got = spe.read_frames(0, F, columns=np.array([4, 0]))
+        got[:] = 0  # an independent copy
+        np.testing.assert_array_equal(spe.read_frames(0, F, columns=[4, 0]), frames[:, :, [4, 0]])
+
+
+@pytest.mark.parametrize("rows,columns,error", [
+    ((0, 0), None, IndexError), ((-1, 2), None, IndexError), ((0, Y + 1), None, IndexError),
+    ((1.0, 2), None, TypeError), (None, [X], IndexError), (None, [], ValueError),
+    (None, "ab", TypeError), (None, [0.5], TypeError)])
+def test_rows_and_columns_are_checked(tmp_path, rows, columns, error):
+    spe = open_spe(write_spe(tmp_path / "a.spe", _frames("u2")))
+    with pytest.raises(error):
+        spe.read_frames(0, 2, rows=rows, columns=columns)
+
+
+@pytest.mark.parametrize("meta", [0, 8])
+@pytest.mark.parametrize("start,stop,rows", [(0, 1, (0, 1)), (F - 1, F, (Y - 1, Y)),
+                                            (1, 3, (1, 2)), (2, F, (0, Y))])
+def test_reads_need_only_their_rows_bytes(tmp_path, meta, start, stop, rows):
+    """Truncated after open to exactly the end of the rows read, a read still works; one byte
+    shorter, it raises FormatError naming the file, the field and both sizes."""
+    frames = _frames("u2", seed=3)
+    path = write_spe(tmp_path / "a.spe", frames, metadata_bytes_per_frame=meta)
+    stride = Y * X * 2 + meta
+    end = 4100 + (stop - 1) * stride + rows[1] * X * 2
+    want = frames[start:stop, rows[0]:rows[1]][:, :, [4, 1]]
+    with open_spe(path) as spe:
+        os.truncate(path, end)
+        np.testing.assert_array_equal(spe.read_frames(start, stop, rows=rows, columns=[4, 1]),
+                                      want)
+        os.truncate(path, end - 1)
+        with pytest.raises(FormatError) as info:
+            spe.read_frames(start, stop, rows=rows, columns=[4, 1])
+    assert info.value.path == str(path) and info.value.field == "data size"
+    assert info.value.value == f"{end - 1} bytes" and info.value.expected == f">= {end} bytes"
+
+
+def test_truncated_after_open_raises_instead_of_sigbus(tmp_path):
+    """The frames span many pages; without the size check the last read kills the process."""
+    frames = np.arange(6 * 64 * 64, dtype=np.uint16).reshape(6, 64, 64)
+    path = write_spe(tmp_path / "a.spe", frames, metadata_bytes_per_frame=8)
+    with open_spe(path) as spe:
+        os.truncate(path, 4100 + 64 * 64 * 2)
+        np.testing.assert_array_equal(spe.read_frame(0), frames[0])
+        with pytest.raises(FormatError, match=r"a\.spe: data size: file was truncated"):
+            spe.read_frame(5)
+        with pytest.raises(FormatError, match="data size"):
+            spe.read_frames(3, 6, rows=(0, 2), columns=[0])

@@ -153,6 +153,28 @@ def test_band_stats_over_sampled_lines(scenes):
     np.testing.assert_allclose(few_mean, cube[:, [0, 10, 19]].mean(axis=(1, 2)), rtol=1e-6)
 
 
+def test_band_stats_for_a_cuda_device_equal_the_cpu_ones(scenes):
+    """Without a usable GPU "cuda" computes with numpy; with one, with CuPy (same to float
+    tolerance). The GPU case proper is the test below, which needs CUDA."""
+    src = HyperspectralSource(_folder(scenes), bands=[0, 5, 11])
+    for scene in range(3):
+        for got, want in zip(src.band_stats(scene, device="cuda"), src.band_stats(scene)):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(ValueError, match="device must be"):
+        src.band_stats(0, device="gpu")
+
+
+@pytest.mark.gpu
+def test_band_stats_run_on_cupy_with_a_gpu(scenes):
+    cupy = pytest.importorskip("cupy")
+    from dali_pipes.bands import array_module
+    assert array_module("cuda:0") is cupy
+    src = HyperspectralSource(_folder(scenes))
+    for scene in range(3):
+        for got, want in zip(src.band_stats(scene, device="cuda:0"), src.band_stats(scene)):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_patch_augment_is_pure_and_covers_the_group():
     index = np.arange(2000)
     a, b = patch_augment(7, 3, index, train=True), patch_augment(7, 3, index, train=True)

@@ -1,6 +1,11 @@
 """make_loader("hyperspectral", ...) on both backends, against the values written to disk."""
 from __future__ import annotations
 
+import multiprocessing
+import os
+import pickle
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +15,8 @@ from dali_pipes.formats import FormatError
 from dali_pipes.schema import schema_for
 from dali_pipes.sources.hyperspectral import patch_augment
 from torch_bridge import SampleError, make_loader
+from torch_bridge.errors import SampleGuard
+from torch_bridge.modalities.hyperspectral import HyperspectralModality
 
 pytest.importorskip("spectral")
 P = 5
@@ -201,3 +208,88 @@ def test_cuda_batches_are_on_the_gpu_and_match_cpu(scenes, backend):
         assert torch.equal(gpu["index"].cpu(), cpu["index"])
         # Flips and turns are exact; GPU division may round differently in the last bit.
         torch.testing.assert_close(gpu["cube"].cpu(), cpu["cube"], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("scene,data_name", [(0, "a.img"), (2, "c.spe")])
+@pytest.mark.parametrize("on_error", ["skip", "raise"])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_cube_truncated_mid_loader_fails_its_samples_not_the_process(
+        tmp_path, backend, scene, data_name, on_error, workers):
+    """A cube cut short while the loader reads it (its file mapped) loses lines 10 and
+    up. Samples whose window needs them (centre line >= 8 with P=5) fail with FormatError and
+    on_error applies; with a plain memmap the process would die of SIGBUS instead.
+    With workers (DALI's feed processes or the DataLoader's, each mapping files itself) a
+    worker that had not mapped the file yet finds it broken on open and fails all its samples
+    of that scene, so only "at least the lost lines' samples, only that scene's" is certain."""
+    scenes = small_scene_folder(tmp_path / "s")
+    folder, (samples, bands) = _folder(scenes), (scenes[0]["labels"].shape[1], 12)
+    parallel = {"config": {"py_num_workers": workers}} if backend == "dali" else \
+        {"reference": {"num_workers": workers}}
+    loader = _loader(folder, backend, on_error=on_error, batch_size=8, shuffle=False,
+                     train=False, **parallel)
+    offsets = np.cumsum([0] + [int((s["labels"] != 0).sum()) for s in scenes])
+    ys = np.nonzero(scenes[scene]["labels"])[0]
+    bad = set((offsets[scene] + np.flatnonzero(ys >= 8)).tolist())
+    in_scene = set(range(offsets[scene], offsets[scene + 1]))
+    it = iter(loader)
+    batches = [next(it)]
+    while batches[-1]["index"].max() < offsets[scene]:  # until the scene's file is mapped
+        batches.append(next(it))
+    keep = 10 * samples * bands * 2  # int16 / uint16 lines 0..9
+    os.truncate(folder / data_name, keep + (4100 if data_name.endswith(".spe") else 0))
+    reason = rf"{data_name}: data size: file was truncated" if workers == 0 else \
+        rf"{data_name}: (data size|XML_Offset)"
+    if on_error == "raise":
+        first = rf"sample {min(bad)} " if workers == 0 else r"sample \d+ "
+        with pytest.raises(SampleError, match=first + rf"\(.*\).*{reason}") as info:
+            batches += list(it)
+        assert int(re.search(r"sample (\d+) ", str(info.value)).group(1)) in in_scene
+        return
+    batches += list(it)
+    out = {k: torch.cat([b[k] for b in batches]) for k in batches[0]}
+    skipped = {s.index for s in loader.skipped}
+    assert len(loader.skipped) == len(skipped) and all(
+        re.search(reason, s.reason) for s in loader.skipped)
+    assert (skipped == bad) if workers == 0 else (bad <= skipped <= in_scene)
+    assert sorted(out["index"].tolist()) == sorted(set(range(offsets[-1])) - skipped)
+    for cube, s, position in zip(out["cube"].numpy(), out["scene"].tolist(),
+                                 out["position"].tolist()):
+        np.testing.assert_array_equal(cube, _expected(scenes, s, position))
+
+
+def _feeds_in_forked_child(modality, indices):
+    """modality.feeds(...) in a forked child using the inherited object (nothing pickled on
+    the way in); returns the child's feeds and whether its source reopened its own maps."""
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+
+    def work():
+        feeds = modality.feeds(2, indices, SampleGuard("raise"))
+        send.send((feeds, modality.source._pid == os.getpid()))
+
+    child = ctx.Process(target=work)
+    child.start()
+    got = receive.recv() if receive.poll(60) else None
+    child.join(60)
+    assert child.exitcode == 0 and got is not None
+    return got
+
+
+def test_modality_pickles_without_its_cubes_and_feeds_the_same_in_fork_and_spawn(scenes):
+    modality = HyperspectralModality(_folder(scenes), seed=3, patch_size=P, normalize=True)
+    indices = np.arange(0, len(modality), 5, dtype=np.int64)
+    want, kept = modality.feeds(2, indices, SampleGuard("raise"))  # maps open in this process
+    assert modality.source._cubes
+    blob = pickle.dumps(modality)
+    for name in ("a.img", "b.img", "c.spe"):  # no stretch of any cube travels with it
+        raw = (_folder(scenes) / name).read_bytes()
+        assert raw[len(raw) // 2:len(raw) // 2 + 256] not in blob, name
+    copies = {"pickled": (pickle.loads(blob).feeds(2, indices, SampleGuard("raise")), True)}
+    copies["fork"] = _feeds_in_forked_child(modality, indices)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:  # the modality pickled over
+        copies["spawn"] = (pool.apply(modality.feeds, (2, indices, SampleGuard("raise"))),
+                           True)
+    for how, ((feeds, got_kept), reopened) in copies.items():
+        assert reopened and np.array_equal(got_kept, kept) and feeds.keys() == want.keys(), how
+        for name in want:
+            np.testing.assert_array_equal(feeds[name], want[name], err_msg=f"{how}: {name}")
