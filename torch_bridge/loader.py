@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any, Iterator, Literal
 
 import torch
@@ -27,6 +28,11 @@ class Loader:
         self.epoch = 0
         self._consumed = 0  # plan batches consumed in the current pass
         self._resume_from = 0  # where the next pass starts (non-zero after load_state_dict)
+        # The listing is fixed at construction: hash it once, not on every state_dict().
+        self._order = _order_spec(plan, getattr(engine, "modality", None), modality)
+        self._fingerprint = _fingerprint(self._order)
+        # A loader dropped without close() still stops its workers / pipeline (also at exit).
+        self._finalizer = weakref.finalize(self, _close_engine, engine)
 
     def __len__(self) -> int:
         return len(self.plan)
@@ -55,12 +61,11 @@ class Loader:
         """Position (epoch, batches consumed) plus what defines the order: `order` (data set
         listing, seed, shuffle, drop_last, world size, batch size, modality) and its sha256
         `fingerprint`, which load_state_dict checks."""
-        order = _order_spec(self)
         return {"version": STATE_VERSION, "epoch": self.epoch,
                 "batches_consumed": self._consumed, "num_batches": len(self.plan),
                 "seed": self.plan.seed, "world_size": self.plan.world_size,
                 "rank": self.plan.rank, "num_samples": self.plan.num_samples,
-                "order": order, "fingerprint": _fingerprint(order)}
+                "order": dict(self._order), "fingerprint": self._fingerprint}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue where `state` stopped; ValueError naming every field that differs when
@@ -68,15 +73,17 @@ class Loader:
         from an older version, is checked on its per-key fields only)."""
         mine = {"num_samples": self.plan.num_samples, "seed": self.plan.seed,
                 "world_size": self.plan.world_size, "num_batches": len(self.plan)}
-        theirs, order = dict(state), _order_spec(self)
-        changed = "fingerprint" in state and state["fingerprint"] != _fingerprint(order)
+        theirs = dict(state)
+        changed = "fingerprint" in state and state["fingerprint"] != self._fingerprint
         if changed:
-            mine.update(order)
+            mine.update(self._order)
             theirs.update(state.get("order") or {})
-        diffs = [f"{key} is {theirs.get(key)!r} in the state but {value!r} in this loader"
-                 for key, value in mine.items() if theirs.get(key) != value]
-        if changed and not diffs:
-            diffs = ["the order fingerprint differs"]
+        keys = list(mine) + ([k for k in state.get("order") or {} if k not in mine]
+                             if changed else [])  # options only the state has (sampling)
+        diffs = [f"{key} is {theirs.get(key)!r} in the state but {mine.get(key)!r} in this "
+                 f"loader" for key in keys if theirs.get(key) != mine.get(key)]
+        if changed:
+            diffs.append("the order fingerprint differs")
         if diffs:
             raise ValueError("load_state_dict: the state does not match this loader ("
                              + "; ".join(diffs) + "); resuming would reorder data")
@@ -84,7 +91,23 @@ class Loader:
         self._resume_from = self._consumed = int(state["batches_consumed"])
 
     def close(self) -> None:
-        self._engine.close()
+        """Stop worker processes, release the pipeline and close the files the source keeps
+        open (hyperspectral memory maps) now; a later pass reopens them. A loader that is
+        garbage collected (or alive at exit) is closed the same way."""
+        _close_engine(self._engine)
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _close_engine(engine) -> None:
+    engine.close()
+    source = getattr(getattr(engine, "modality", None), "source", None)
+    if callable(getattr(source, "close", None)):
+        source.close()
 
 
 def _listing_digest(modality) -> str | None:
@@ -109,12 +132,12 @@ def _listing_digest(modality) -> str | None:
     return f"{len(paths)} files, sha256 {digest.hexdigest()}"
 
 
-def _order_spec(loader: Loader) -> dict[str, Any]:
-    plan = loader.plan
-    return {"listing": _listing_digest(getattr(loader._engine, "modality", None)),
+def _order_spec(plan: EpochPlan, modality, name: str) -> dict[str, Any]:
+    """What defines the order of a loader's passes (JSON-serialisable)."""
+    return {"listing": _listing_digest(modality),
             "num_samples": plan.num_samples, "seed": plan.seed, "shuffle": plan.shuffle,
             "drop_last": plan.drop_last, "world_size": plan.world_size,
-            "batch_size": plan.batch_size, "modality": loader.modality,
+            "batch_size": plan.batch_size, "modality": name,
             **(plan.sampler.describe() if plan.sampler is not None else {})}
 
 
@@ -162,13 +185,13 @@ def _local_gpu() -> int:
     return int(local)
 
 
-def _modality(name: str, data, seed: int, options: dict):
+def _modality(name: str, data, seed: int, options: dict, device: torch.device):
     if name == "image":
         from torch_bridge.modalities.image import ImageModality
         return ImageModality(data, seed=seed, **options)
     if name == "hyperspectral":
         from torch_bridge.modalities.hyperspectral import HyperspectralModality
-        return HyperspectralModality(data, seed=seed, **options)
+        return HyperspectralModality(data, seed=seed, device=str(device), **options)
     if name == "video":
         from dali_pipes.sources.video_frames import is_frame_folder_tree
         if is_frame_folder_tree(data):  # extracted by `python -m dali_pipes.frames extract`
@@ -208,7 +231,7 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
 
     dev = resolve_device(device)
     guard = SampleGuard(on_error)
-    mod = _modality(modality, data, seed, modality_options)
+    mod = _modality(modality, data, seed, modality_options, dev)
     rank, world_size = _resolve_rank(rank, world_size)
     sampler = sampler_for(sampling, min_per_source, source=getattr(mod, "source", None),
                           multi_source=isinstance(data, (list, tuple)),

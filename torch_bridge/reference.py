@@ -119,9 +119,18 @@ class TorchEngine:
                 batch = {k: v.to(self.device, non_blocking=True) for k, v in stacked.items()}
                 yield position, attach_meta(self.modality.finish(batch), self.modality, kept,
                                             self.device)
-        except Exception:
+        except Exception as exc:
             stop_workers(self.loader)
-            raise
+            from torch_bridge.errors import SampleError
+            if not isinstance(exc, SampleError) or exc.index is not None:
+                raise
+            # Raised in a worker: torch rebuilt it from its traceback text, without the
+            # index and path. Raise it as in-process, the worker's traceback chained.
+            import re
+            found = re.search(r"SampleError: (sample (\d+) \((.+?)\): .*)\Z", str(exc), re.S)
+            if found is None:
+                raise
+            raise SampleError(found[1].strip(), index=int(found[2]), path=found[3]) from exc
 
     def _record(self, skipped: list[Skipped]) -> None:
         for record in skipped:
