@@ -8,11 +8,20 @@ itself), so the pipeline never drains between epochs; work fed for a pass that d
 happen is taken out and dropped. A batch that fails inside DALI is decoded again sample
 by sample to name the culprit; under on_error="skip" the culprit is left out and the pass
 goes on from that batch.
+
+Each batch's inputs come from the modality's `feeds()`: in this process, or, with
+`config.py_num_workers` = N > 0, in N worker processes that prepare a window of upcoming
+batches whose results are taken strictly in plan order (torch_bridge.feeders, which also
+says why DALI's own parallel external_source does not fit). Only modalities whose feeds
+depend on nothing but (epoch, indices, known-bad samples), i.e. `SourceModality`
+subclasses, go to workers; any other (the Dataset adapter) always feeds in this process.
+`close()` ends the workers; so do garbage collection of the engine and interpreter exit.
 """
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -22,6 +31,8 @@ import torch
 
 from dali_pipes.pipelines.config import PipelineConfig
 from torch_bridge.errors import SampleError, SampleGuard, Skipped
+from torch_bridge.feeders import BrokenProcessPool, FeedPool, known_bad_for
+from torch_bridge.modalities.base import SourceModality
 from torch_bridge.plan import EpochPlan
 from torch_bridge.transfer import attach_meta, dali_to_torch
 
@@ -47,16 +58,26 @@ class DaliEngine:
         self._pipe = None
         self._pending: deque[_Fed] = deque()  # fed, in DALI's output order
         self._stream = iter(())  # (epoch, position, indices) still to feed
+        self._pool: FeedPool | None = None  # feed workers (config.py_num_workers > 0)
+        self._window: deque = deque()  # ((epoch, position, indices), known bad, future)
 
     def build(self):
         """The pipeline, built on first use and kept across passes."""
         if self._pipe is None:
-            self._pipe = self.modality.build_pipeline(
+            pipe = self.modality.build_pipeline(
                 device=self.dali_device, batch_size=self.plan.batch_size,
                 config=self.config, device_id=self._device_id())
-            self._pipe.build()
-            self._fresh = True
+            self._start_feeders()  # before DALI starts its threads: forking is safe here
+            pipe.build()
+            self._pipe, self._fresh = pipe, True
         return self._pipe
+
+    def _start_feeders(self) -> None:
+        workers = self.config.py_num_workers
+        if self._pool is None and workers > 0 and isinstance(self.modality, SourceModality):
+            self._pool = FeedPool(self.modality, self.guard.on_error, workers,
+                                  cuda_in_use=self.dali_device == "gpu")
+            self._finalizer = weakref.finalize(self, self._pool.close)
 
     def _device_id(self) -> int | None:
         if self.dali_device == "cpu":
@@ -65,9 +86,24 @@ class DaliEngine:
             torch.cuda.current_device()
 
     def close(self) -> None:
+        """Drop the pipeline and what is in flight, and end the feed workers (a later pass
+        starts them again)."""
+        self._reset()
+        if self._pool is not None:
+            self._finalizer()  # FeedPool.close, once
+            self._pool = None
+
+    def _reset(self) -> None:
+        """Drop the pipeline and what is in flight; the feed workers stay."""
         self._pipe = None
         self._pending.clear()
-        self._stream = iter(())
+        self._set_stream(iter(()))
+
+    def _set_stream(self, stream) -> None:
+        for _, _, future in self._window:
+            future.cancel()  # a running one finishes in its worker; its result is dropped
+        self._window.clear()
+        self._stream = stream
 
     def iterate(self, epoch: int, start: int) -> Iterator[tuple[int, dict | None]]:
         """(position, batch) for each plan batch of `epoch` from `start`; batch None when
@@ -79,7 +115,7 @@ class DaliEngine:
         except GeneratorExit:  # the consumer stopped between batches: the state is whole
             raise
         except BaseException:  # a failure half-way through feeding: start clean next time
-            self.close()
+            self._reset()
             raise
 
     def _pass(self, epoch: int, start: int):
@@ -96,7 +132,7 @@ class DaliEngine:
             try:
                 outputs = pipe.outputs()
             except Exception as exc:  # DALI raises RuntimeError subclasses; keep the cause
-                self.close()
+                self._reset()
                 self._blame(fed, exc)
                 return fed.position
             self._top_up(pipe)
@@ -112,7 +148,7 @@ class DaliEngine:
         if head is not None and (head.epoch, head.position) == (epoch, start):
             return
         self._drain()
-        self._stream = self._plan_stream(epoch, start)
+        self._set_stream(self._plan_stream(epoch, start))
 
     def _plan_stream(self, epoch: int, start: int):
         """This pass's batches, then (with run_ahead) the following epochs'."""
@@ -143,16 +179,55 @@ class DaliEngine:
 
     def _next_fed(self) -> _Fed | None:
         """Prepare the next plan batch that has samples (recording all-skipped ones)."""
-        for epoch, position, indices in self._stream:
-            mark = len(self.guard.skipped)
-            feeds, kept = self.modality.feeds(epoch, indices, self.guard)
-            skips = self.guard.skipped[mark:]
-            del self.guard.skipped[mark:]
+        while (item := self._next_prepared()) is not None:
+            (epoch, position, _), (feeds, kept, skips) = item
             fed = _Fed(epoch, position, kept if len(kept) else None, feeds, skips)
             self._pending.append(fed)
             if fed.kept is not None:
                 return fed
         return None
+
+    def _next_prepared(self):
+        """((epoch, position, indices), (feeds, kept, skips)) of the stream's next batch,
+        or None at its end: from the feed workers when there are some, else made here."""
+        if self._pool is None:
+            item = next(self._stream, None)
+            return None if item is None else (item, self._prepare_here(item))
+        try:
+            self._fill_window()
+            if not self._window:
+                return None
+            item, bad, future = self._window.popleft()
+            if known_bad_for(self.guard, item[2]) != bad:  # a sample went bad since: redo
+                future.cancel()
+                return item, self._prepare_here(item)
+            feeds, kept, skips, new_bad = future.result()
+        except BrokenProcessPool as exc:
+            self.close()
+            raise RuntimeError("a feed worker process died (killed, out of memory or crashed "
+                               "in native code) while preparing a batch of the pass; "
+                               "iterating again starts new workers") from exc
+        self.guard.known_bad.update(new_bad)
+        return item, (feeds, kept, skips)
+
+    def _fill_window(self) -> None:
+        """Send the stream's next batches to the feed workers, up to twice their number,
+        each with the known-bad entries of its indices (checked again when it is taken)."""
+        while len(self._window) < 2 * self._pool.workers:
+            item = next(self._stream, None)
+            if item is None:
+                return
+            bad = known_bad_for(self.guard, item[2])
+            self._window.append((item, bad, self._pool.submit(item[0], item[2], bad)))
+
+    def _prepare_here(self, item):
+        """(feeds, kept, skips) of one plan batch, made in this process."""
+        epoch, _, indices = item
+        mark = len(self.guard.skipped)
+        feeds, kept = self.modality.feeds(epoch, indices, self.guard)
+        skips = self.guard.skipped[mark:]
+        del self.guard.skipped[mark:]
+        return feeds, kept, skips
 
     @staticmethod
     def _feed_pipe(pipe, fed: _Fed) -> None:
@@ -169,7 +244,7 @@ class DaliEngine:
             for _ in range(scheduled):
                 self._pipe.outputs()
         except Exception:  # a failing batch nobody asked for: start over with a new pipeline
-            self.close()
+            self._reset()
 
     def _blame(self, fed: _Fed, exc: Exception) -> None:
         """Decode the failed batch sample by sample; raise or remember the culprits."""

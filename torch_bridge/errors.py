@@ -13,8 +13,9 @@ OnError = Literal["raise", "skip"]
 class SampleError(RuntimeError):
     """A sample could not be read or decoded; the message names its file and index.
 
-    Constructible from the message alone, so DataLoader workers can re-raise it in the
-    consumer process unchanged.
+    Constructible from the message alone (index and path travel in its __dict__), so
+    DataLoader workers and feed workers (torch_bridge.feeders) re-raise it in the consumer
+    process unchanged.
     """
 
     def __init__(self, message: str, *, index: int | None = None, path: str | None = None):

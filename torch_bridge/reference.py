@@ -25,11 +25,13 @@ class ReferenceOptions:
     prefetch_factor: int = 2
     persistent_workers: bool = True
     pin_memory: bool | None = None  # None: on when the device is CUDA
-    # "fork" starts workers fastest; workers are forked with the garbage collector frozen
-    # so they never destroy a DALI pipeline inherited from the parent. After CUDA is
-    # initialised in the parent, use "forkserver" or "spawn" (scripts then need an
-    # `if __name__ == "__main__":` guard).
-    multiprocessing_context: str = "fork"
+    # None (default): chosen each time the workers start (torch_bridge.workers.start_method):
+    # "fork", the fastest, with the garbage collector frozen so a worker never destroys a
+    # DALI pipeline inherited from the parent, while CUDA is not initialised in this
+    # process; "forkserver" (or "spawn") after, since a process that has initialised CUDA
+    # must not fork. The modality is then pickled into the workers and scripts need an
+    # `if __name__ == "__main__":` guard. A start method's name forces it.
+    multiprocessing_context: str | None = None
 
 
 class _PlanDataset(Dataset):

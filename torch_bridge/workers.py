@@ -1,26 +1,61 @@
-"""Starting and stopping DataLoader worker processes safely beside DALI pipelines."""
+"""Starting and stopping worker processes (DataLoader workers, feed workers) beside DALI.
+
+Start method: "fork" is the fastest and needs nothing picklable, but a process that has
+initialised CUDA must not fork (the child inherits a CUDA context it cannot use, and any
+CUDA call there fails or hangs). `start_method()` therefore picks "fork" only while CUDA is
+not initialised in this process, and "forkserver" (else "spawn") after: the work (dataset,
+modality) is then pickled into the workers, and a script needs an
+`if __name__ == "__main__":` guard, as with any spawned worker.
+"""
 from __future__ import annotations
 
 import gc
+import multiprocessing
+from contextlib import contextmanager
 
+import torch
 from torch.utils.data import DataLoader
 
 
-def start_workers(loader: DataLoader):
-    """`iter(loader)`, forking its workers (when it does) with the collector frozen.
+def start_method(*, cuda_in_use: bool = False) -> str:
+    """"fork" while neither torch nor the caller (`cuda_in_use`, e.g. a DALI GPU pipeline)
+    has initialised CUDA in this process; "forkserver" (or "spawn") otherwise."""
+    methods = multiprocessing.get_all_start_methods()
+    if not cuda_in_use and not torch.cuda.is_initialized() and "fork" in methods:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
 
-    A forked worker inherits the parent's unreachable objects (DALI pipelines hold
-    reference cycles); were it to collect a Pipeline, the destructor would join DALI
-    threads that do not exist in the child and the worker would crash. Frozen objects are
-    never collected in the child; the parent unfreezes them at once (gc.freeze is O(1)).
+
+@contextmanager
+def frozen_gc():
+    """Fork inside this block: the children never collect what the parent holds.
+
+    A forked child inherits the parent's unreachable objects (DALI pipelines hold reference
+    cycles); were it to collect a Pipeline, the destructor would join DALI threads that do
+    not exist in the child and the worker would crash. Frozen objects are never collected
+    in the child; the parent unfreezes them at once (gc.freeze is O(1)).
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def start_workers(loader: DataLoader):
+    """`iter(loader)`, starting its workers (when it does) safely.
+
+    A DataLoader without an explicit `multiprocessing_context` gets `start_method()`, chosen
+    again at every start (CUDA may have been initialised since the last one); forking
+    happens with the collector frozen (`frozen_gc`).
     """
     if loader.num_workers == 0:
         return iter(loader)
-    gc.freeze()
-    try:
+    if loader.multiprocessing_context is None or getattr(loader, "_auto_start_method", False):
+        loader.multiprocessing_context = start_method()
+        loader._auto_start_method = True
+    with frozen_gc():
         return iter(loader)
-    finally:
-        gc.unfreeze()
 
 
 def stop_workers(loader: DataLoader | None) -> None:

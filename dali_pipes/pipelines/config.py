@@ -22,7 +22,9 @@ class PipelineConfig:
 
     num_threads: int = 0  # 0: one DALI thread per available CPU core, plus one
     prefetch_queue_depth: int = 2
-    py_num_workers: int = 0  # parallel external_source workers (modalities that read in Python)
+    # Worker processes preparing the external_source inputs of upcoming batches (reads,
+    # PyAV decoding, alignment: a modality's feeds) beside DALI; 0: in the main process.
+    py_num_workers: int = 0
     use_fast_idct: bool = True
     antialias: bool = True
     jpeg_fancy_upsampling: bool = False
