@@ -13,7 +13,7 @@ from typing import Iterator
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from torch_bridge.errors import SampleGuard, Skipped
+from torch_bridge.errors import SampleError, SampleGuard, Skipped
 from torch_bridge.plan import EpochPlan
 from torch_bridge.transfer import attach_meta
 from torch_bridge.workers import start_workers, stop_workers
@@ -47,8 +47,11 @@ class _PlanDataset(Dataset):
     def __getitem__(self, key: tuple[int, int]):
         epoch, index = key
         guard = SampleGuard(self.on_error)  # raises SampleError naming the file in "raise"
-        sample = guard.run(index, self.modality.path(index), epoch,
-                           lambda: self.modality.load(epoch, index))
+        try:
+            sample = guard.run(index, self.modality.path(index), epoch,
+                               lambda: self.modality.load(epoch, index))
+        except SampleError as exc:  # returned, so the consumer raises it with index and path
+            return index, exc, []  # (a worker's exception reaches it as text only)
         return index, sample, guard.skipped
 
 
@@ -79,6 +82,8 @@ class _Collate:
 
         kept, samples, skipped = [], [], []
         for index, sample, skips in items:
+            if isinstance(sample, SampleError):
+                return kept, sample, skipped
             skipped.extend(skips)
             if sample is not None:
                 kept.append(index)
@@ -97,6 +102,10 @@ class TorchEngine:
     def __init__(self, modality, plan: EpochPlan, *, device: torch.device,
                  guard: SampleGuard, options: ReferenceOptions = ReferenceOptions()):
         self.modality, self.plan, self.device, self.guard = modality, plan, device, guard
+        # The modalities decode and resize with torchvision: imported here once, forked
+        # workers inherit it instead of each importing it on its first sample (seconds).
+        import torchvision.io  # noqa: F401
+        import torchvision.transforms.v2.functional  # noqa: F401
         self.sampler = _PlanBatchSampler(plan)
         pin = options.pin_memory if options.pin_memory is not None else device.type == "cuda"
         workers = options.num_workers
@@ -115,24 +124,17 @@ class TorchEngine:
         try:
             for position, (kept, stacked, skipped) in enumerate(start_workers(self.loader), start):
                 self._record(skipped)
+                if isinstance(stacked, SampleError):
+                    raise stacked
                 if stacked is None:
                     yield position, None
                     continue
                 batch = {k: v.to(self.device, non_blocking=True) for k, v in stacked.items()}
                 yield position, attach_meta(self.modality.finish(batch), self.modality, kept,
                                             self.device)
-        except Exception as exc:
+        except Exception:
             stop_workers(self.loader)
-            from torch_bridge.errors import SampleError
-            if not isinstance(exc, SampleError) or exc.index is not None:
-                raise
-            # Raised in a worker: torch rebuilt it from its traceback text, without the
-            # index and path. Raise it as in-process, the worker's traceback chained.
-            import re
-            found = re.search(r"SampleError: (sample (\d+) \((.+?)\): .*)\Z", str(exc), re.S)
-            if found is None:
-                raise
-            raise SampleError(found[1].strip(), index=int(found[2]), path=found[3]) from exc
+            raise
 
     def _record(self, skipped: list[Skipped]) -> None:
         for record in skipped:
