@@ -12,7 +12,8 @@ are still extracted; the command then exits with code 1. Such a tree is loaded b
 `make_loader("video", DST)` (`torch_bridge.modalities.video_frames`): clips are sampled with
 the same (seed, epoch, index) rules as the video modality and the clip's JPEGs decoded by DALI.
 
-When each path wins (decode speeds not measured here; one disk measurement below). Decoding
+When each path wins (speeds measured with `python bench/bench_video_paths.py`, in the README;
+one disk measurement below). Decoding
 video per sample (`modality="video"` on the video files) keeps the data set at its compressed
 size and costs, per clip, the decode from the keyframe before the clip to its last frame, so
 random access costs up to one keyframe interval of extra frames, and every frame of that
@@ -25,8 +26,9 @@ less noise compresses better as video, so expect more. There is also one file pe
 and open/read overhead, which matters on network file systems). In return random access is
 exact and free: a clip reads only its T files, so cost is independent of the keyframe interval,
 the stride and the video's length, and decoding T JPEGs (nvJPEG / the hardware JPEG decoder
-with `mixed`, libjpeg-turbo on the CPU) is expected to be cheaper than decoding a keyframe
-interval of inter-coded frames. Frame folders therefore win when clips are short relative to
+with `mixed`, libjpeg-turbo on the CPU) is cheaper than decoding a keyframe interval of
+inter-coded frames: on the CPU backend frame folders gave 1.4-2.4x the clips/s of VP9 files
+(more with a longer keyframe interval or a larger stride) for 8-12x the disk. Frame folders therefore win when clips are short relative to
 the keyframe interval, strides are large, the codec is one DALI cannot decode on the chosen
 device (H.264/HEVC/AV1 on the CPU backend), or the same data set is read for many epochs and
 the disk space is available; per-sample video decoding wins when disk or I/O bandwidth is the
