@@ -133,9 +133,9 @@ class TorchStages:
         load_add, samples_add = self._adder("load"), self._adder("samples")
         load = modality.load
 
-        def load_timed(epoch, index):
+        def load_timed(*args):
             t0 = time.perf_counter()
-            out = load(epoch, index)
+            out = load(*args)
             load_add(time.perf_counter() - t0)
             samples_add(1.0)
             return out

@@ -3,7 +3,9 @@
 Nothing here depends on threads, workers or the backend: the same (seed, epoch, index) and
 image size give the same crop window and flip on the DALI and the torch path. Randomness
 comes from a counter-based hash (splitmix64), so a batch of parameters is computed with a
-few vectorised numpy operations and no random state is shared or carried.
+few vectorised numpy operations and no random state is shared or carried. The loaders pass
+the plan's augmentation key as `index` (torch_bridge.plan): the dataset index for a sample's
+first draw in an epoch, index + draw * len(dataset) for a repeat.
 """
 from __future__ import annotations
 

@@ -104,14 +104,17 @@ class _DatasetFeed:
     def path(self, index: int) -> str:
         return f"{self.name}[{index}]"
 
-    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[int, np.ndarray]]:
+    def keyed_batches(self, epoch: int, start: int = 0
+                      ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """(position, indices, augmentation keys): the user's sampler decides the order, and
+        the dataset index is the key (`image_params(seed, epoch, index, ...)`)."""
         if start != 0:
             raise ValueError("a Dataset adapter pass cannot start in the middle of an epoch")
         self._raw = None
         self._labels.clear()
         for position, raw in enumerate(start_workers(self.loader)):
             self._raw = raw
-            yield position, raw.indices
+            yield position, raw.indices, raw.indices
 
     def stop_workers(self) -> None:
         stop_workers(self.loader)
@@ -122,7 +125,7 @@ class _DatasetFeed:
                                                 size=self.size, config=config,
                                                 device_id=device_id)
 
-    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard):
+    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None):
         """The graph's inputs for a batch the plan yielded; SampleError for a bad item."""
         raw, self._raw = self._raw, None
         if raw is None or raw.indices is not indices:

@@ -153,8 +153,9 @@ class DaliEngine:
     def _plan_stream(self, epoch: int, start: int):
         """This pass's batches, then (with run_ahead) the following epochs'."""
         for e in itertools.count(epoch) if self.run_ahead else (epoch,):
-            for position, indices in self.plan.batches(e, start if e == epoch else 0):
-                yield e, position, indices
+            for position, indices, keys in self.plan.keyed_batches(e, start if e == epoch
+                                                                   else 0):
+                yield e, position, indices, keys
 
     def _top_up(self, pipe) -> None:
         """Keep prefetch_queue_depth batches in flight. A new pipeline takes them all at
@@ -180,7 +181,7 @@ class DaliEngine:
     def _next_fed(self) -> _Fed | None:
         """Prepare the next plan batch that has samples (recording all-skipped ones)."""
         while (item := self._next_prepared()) is not None:
-            (epoch, position, _), (feeds, kept, skips) = item
+            (epoch, position, *_), (feeds, kept, skips) = item
             fed = _Fed(epoch, position, kept if len(kept) else None, feeds, skips)
             self._pending.append(fed)
             if fed.kept is not None:
@@ -188,7 +189,7 @@ class DaliEngine:
         return None
 
     def _next_prepared(self):
-        """((epoch, position, indices), (feeds, kept, skips)) of the stream's next batch,
+        """((epoch, position, indices, keys), (feeds, kept, skips)) of the stream's next batch,
         or None at its end: from the feed workers when there are some, else made here."""
         if self._pool is None:
             item = next(self._stream, None)
@@ -218,13 +219,13 @@ class DaliEngine:
             if item is None:
                 return
             bad = known_bad_for(self.guard, item[2])
-            self._window.append((item, bad, self._pool.submit(item[0], item[2], bad)))
+            self._window.append((item, bad, self._pool.submit(item[0], item[2], item[3], bad)))
 
     def _prepare_here(self, item):
         """(feeds, kept, skips) of one plan batch, made in this process."""
-        epoch, _, indices = item
+        epoch, _, indices, keys = item
         mark = len(self.guard.skipped)
-        feeds, kept = self.modality.feeds(epoch, indices, self.guard)
+        feeds, kept = self.modality.feeds(epoch, indices, self.guard, keys)
         skips = self.guard.skipped[mark:]
         del self.guard.skipped[mark:]
         return feeds, kept, skips

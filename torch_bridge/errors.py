@@ -63,14 +63,18 @@ class SampleGuard:
         self.skipped.append(Skipped(int(index), path, epoch, reason))
 
     def read_batch(self, epoch: int, indices, path: Callable[[int], str],
-                   read: Callable[[int], T]) -> tuple[list[T], np.ndarray]:
-        """`read(i)` for each index; the results and the int64 indices that succeeded."""
+                   read: Callable[..., T], keys=None) -> tuple[list[T], np.ndarray]:
+        """`read(index)` (with `keys`: `read(index, key)`) for each sample of a batch; the
+        results and the int64 positions in the batch of the samples that succeeded (an
+        index may occur twice in a batch, with two augmentation keys)."""
         results, kept = [], []
-        for index in indices.tolist():
-            got = self.run(index, path(index), epoch, lambda: read(index))
+        keys = [None] * len(indices) if keys is None else np.asarray(keys).tolist()
+        for position, (index, key) in enumerate(zip(np.asarray(indices).tolist(), keys)):
+            work = (lambda: read(index)) if key is None else (lambda: read(index, key))
+            got = self.run(index, path(index), epoch, work)
             if got is not None:
                 results.append(got)
-                kept.append(index)
+                kept.append(position)
         return results, np.asarray(kept, dtype=np.int64)
 
     def run(self, index: int, path: str, epoch: int, work: Callable[[], T]) -> T | None:

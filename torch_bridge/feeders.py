@@ -88,11 +88,12 @@ class FeedPool:
                 f"workers and must be picklable; py_num_workers=0 prepares the feeds in "
                 f"this process") from exc
 
-    def submit(self, epoch: int, indices: np.ndarray, known_bad: dict[int, str]) -> Future:
+    def submit(self, epoch: int, indices: np.ndarray, keys: np.ndarray,
+               known_bad: dict[int, str]) -> Future:
         """A future of (feeds, kept int64 indices, skip records, {index: reason} of the
-        samples found bad) for one plan batch, given the main guard's known-bad entries for
-        its indices."""
-        return self._executor.submit(_prepare, epoch, indices, known_bad)
+        samples found bad) for one plan batch (its indices and augmentation keys), given the
+        main guard's known-bad entries for its indices."""
+        return self._executor.submit(_prepare, epoch, indices, keys, known_bad)
 
     def pids(self) -> list[int]:
         """The worker processes' ids (those started so far)."""
@@ -125,11 +126,12 @@ def _exit_with(ppid: int) -> None:
     os._exit(0)
 
 
-def _prepare(epoch: int, indices: np.ndarray, known_bad: dict[int, str]) -> tuple:
+def _prepare(epoch: int, indices: np.ndarray, keys: np.ndarray,
+             known_bad: dict[int, str]) -> tuple:
     guard = SampleGuard(_worker["on_error"])
     guard.known_bad.update(known_bad)
     try:
-        feeds, kept = _worker["modality"].feeds(epoch, indices, guard)
+        feeds, kept = _worker["modality"].feeds(epoch, indices, guard, keys)
     except Exception as exc:
         raise _portable(exc) from None
     new_bad = {i: r for i, r in guard.known_bad.items() if known_bad.get(i) != r}

@@ -3,6 +3,12 @@
 Order, sharding and batching are pure functions of (seed, epoch, rank, world size), so
 both backends see the same samples in the same order and resume is exact: the state of a
 pass is just (epoch, batches consumed).
+
+Augmentation keys (`keyed_batches`): a sample's random parameters are drawn from
+(seed, epoch, key) with key = index + draw * num_samples, where `draw` counts the times the
+index already occurred earlier in the epoch's (padded) order. A first draw's key is its index;
+a sample drawn again (balanced sampling with replacement, the wrap-around padding of the last
+ranks) gets parameters of its own instead of a copy of the first draw's.
 """
 from __future__ import annotations
 
@@ -79,11 +85,31 @@ class EpochPlan:
 
     def rank_indices(self, epoch: int) -> np.ndarray:
         """This rank's share of `epoch`, padded or truncated to `samples_per_rank`."""
+        return self._rank_share(epoch)[0]
+
+    def rank_keys(self, epoch: int) -> np.ndarray:
+        """Augmentation keys aligned with `rank_indices(epoch)` (see the module doc)."""
+        return self._rank_share(epoch)[1]
+
+    def keyed_batches(self, epoch: int, start: int = 0
+                      ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """(position, indices, augmentation keys) for each batch of `epoch` from `start`."""
+        if not 0 <= start <= len(self):
+            raise ValueError(f"start batch {start} out of range for {len(self)} batches")
+        indices, keys = self._rank_share(epoch)
+        for position in range(start, len(self)):
+            share = slice(position * self.batch_size, (position + 1) * self.batch_size)
+            yield position, indices[share], keys[share]
+
+    def _rank_share(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, augmentation keys) of this rank's share of `epoch`."""
         order = self.order(epoch)
         total = self.samples_per_rank * self.world_size
         if total > len(order):
             order = np.resize(order, total)  # wraps around, like DistributedSampler
-        return order[:total][self.rank::self.world_size]
+        order = order[:total]
+        keys = order + draw_counts(order) * self.num_samples
+        return order[self.rank::self.world_size], keys[self.rank::self.world_size]
 
     def batch(self, epoch: int, position: int) -> np.ndarray:
         """Indices of batch number `position` of `epoch` on this rank."""
@@ -94,8 +120,18 @@ class EpochPlan:
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[int, np.ndarray]]:
         """(position, indices) for each batch of `epoch` from batch `start` on."""
-        if not 0 <= start <= len(self):
-            raise ValueError(f"start batch {start} out of range for {len(self)} batches")
-        indices = self.rank_indices(epoch)
-        for position in range(start, len(self)):
-            yield position, indices[position * self.batch_size:(position + 1) * self.batch_size]
+        for position, indices, _ in self.keyed_batches(epoch, start):
+            yield position, indices
+
+
+def draw_counts(order: np.ndarray) -> np.ndarray:
+    """For each entry of `order`, how many times its value occurred before it (0 the first
+    time), vectorised."""
+    order = np.asarray(order, dtype=np.int64)
+    by_value = np.argsort(order, kind="stable")
+    values = order[by_value]
+    new_run = np.r_[True, values[1:] != values[:-1]]
+    run_start = np.maximum.accumulate(np.where(new_run, np.arange(len(values)), 0))
+    counts = np.empty(len(order), dtype=np.int64)
+    counts[by_value] = np.arange(len(values)) - run_start
+    return counts

@@ -35,7 +35,8 @@ class ReferenceOptions:
 
 
 class _PlanDataset(Dataset):
-    """Keys are (epoch, index): the worker computes the same parameters as DALI does."""
+    """Keys are (epoch, index, augmentation key): the worker computes the same parameters
+    as DALI does."""
 
     def __init__(self, modality, on_error: str):
         self.modality = modality
@@ -44,19 +45,20 @@ class _PlanDataset(Dataset):
     def __len__(self) -> int:
         return len(self.modality)
 
-    def __getitem__(self, key: tuple[int, int]):
-        epoch, index = key
+    def __getitem__(self, key: tuple[int, int, int]):
+        epoch, index, aug_key = key
         guard = SampleGuard(self.on_error)  # raises SampleError naming the file in "raise"
         try:
             sample = guard.run(index, self.modality.path(index), epoch,
-                               lambda: self.modality.load(epoch, index))
+                               lambda: self.modality.load(epoch, index, aug_key))
         except SampleError as exc:  # returned, so the consumer raises it with index and path
             return index, exc, []  # (a worker's exception reaches it as text only)
         return index, sample, guard.skipped
 
 
 class _PlanBatchSampler(Sampler):
-    """Yields the plan's batches for the pass set by `start_pass`, as (epoch, index) keys."""
+    """Yields the plan's batches for the pass set by `start_pass`, as (epoch, index,
+    augmentation key) keys."""
 
     def __init__(self, plan: EpochPlan):
         self.plan = plan
@@ -66,8 +68,8 @@ class _PlanBatchSampler(Sampler):
         return len(self.plan) - self.start
 
     def __iter__(self):
-        for _, indices in self.plan.batches(self.epoch, self.start):
-            yield [(self.epoch, int(i)) for i in indices]
+        for _, indices, keys in self.plan.keyed_batches(self.epoch, self.start):
+            yield [(self.epoch, int(i), int(k)) for i, k in zip(indices, keys)]
 
 
 class _Collate:

@@ -6,8 +6,9 @@ determinism and exact resume (state = epoch + batches consumed) carry over uncha
 
 Both samplers draw with replacement where balance requires it, so the contract's "one pass
 yields every index exactly once" does not hold for them: repeating the rare classes or the
-small source is the point of balanced sampling. A sample drawn twice in an epoch gets the
-same augmentation parameters both times, as those depend on (seed, epoch, index).
+small source is the point of balanced sampling. A sample drawn twice in an epoch gets new
+augmentation parameters for each draw: they depend on (seed, epoch, key), where the plan's
+key is index + draw * num_samples (torch_bridge.plan), the same on both backends.
 """
 from __future__ import annotations
 

@@ -48,21 +48,26 @@ class ClipSource:
         return frames.reshape(len(indices), self.clip_length)
 
     def clip_frames(self, seed: int, epoch: int, index: int, *, train: bool,
-                    variable: bool = False) -> np.ndarray:
+                    variable: bool = False, key: int | None = None) -> np.ndarray:
         """(T,) int64 frame indices of sample `index`'s clip: `clip_length` of them padded
-        with "repeat_last", or with `variable` only the L <= clip_length the video has."""
-        _, starts, counts = self._starts(seed, epoch, [index], train)
+        with "repeat_last", or with `variable` only the L <= clip_length the video has.
+        `key`: the plan's augmentation key of this draw of the sample (default: `index`)."""
+        _, starts, counts = self._starts(seed, epoch, [index], train,
+                                         None if key is None else [key])
         frames = clip_frame_indices(starts, counts, self.clip_length, self.stride)[0][0]
         if not variable:
             return frames
         return frames[:int(clip_lengths(starts, counts, self.clip_length, self.stride)[0])]
 
-    def _starts(self, seed: int, epoch: int, indices, train: bool):
-        """(indices, clip starts, frame counts), each (B,) int64."""
+    def _starts(self, seed: int, epoch: int, indices, train: bool, keys=None):
+        """(indices, clip starts, frame counts), each (B,) int64. The starts are drawn for
+        `keys` (default: the indices); a key is index + draw * len(self), so key //
+        clips_per_video is the video's key and key % clips_per_video its clip."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        keys = indices if keys is None else np.asarray(keys, dtype=np.int64).reshape(-1)
         counts = np.array([self.frame_count(i) for i in indices.tolist()], np.int64)
-        starts = clip_starts(seed, epoch, indices // self.clips_per_video, counts,
+        starts = clip_starts(seed, epoch, keys // self.clips_per_video, counts,
                              clip_length=self.clip_length, stride=self.stride, train=train,
                              clips_per_video=self.clips_per_video,
-                             clip_id=indices % self.clips_per_video)
+                             clip_id=keys % self.clips_per_video)
         return indices, starts, counts

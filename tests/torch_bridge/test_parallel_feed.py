@@ -214,7 +214,7 @@ def test_forkserver_pool_prepares_the_same_feeds(data):
     indices = np.array([5, 0, 9], dtype=np.int64)
     pool = FeedPool(mod, "raise", 1, context="forkserver")
     try:
-        feeds, kept, skips, new_bad = pool.submit(1, indices, {}).result(timeout=120)
+        feeds, kept, skips, new_bad = pool.submit(1, indices, indices, {}).result(timeout=120)
     finally:
         pool.close()
     here, kept_here = mod.feeds(1, indices, SampleGuard("raise"))

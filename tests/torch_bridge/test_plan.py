@@ -70,3 +70,40 @@ def test_invalid_plans_raise(kwargs):
 def test_start_out_of_range():
     with pytest.raises(ValueError, match="start batch"):
         list(EpochPlan(10, 3).batches(0, start=9))
+
+
+def _draws_by_loop(order):
+    seen, out = {}, []
+    for value in order.tolist():
+        out.append(seen.get(value, 0))
+        seen[value] = seen.get(value, 0) + 1
+    return np.array(out)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_draw_counts_match_a_loop(seed):
+    from torch_bridge.plan import draw_counts
+    order = np.random.default_rng(seed).integers(0, 7, size=40)
+    assert np.array_equal(draw_counts(order), _draws_by_loop(order))
+    assert draw_counts(np.array([], np.int64)).shape == (0,)
+
+
+def test_first_draws_are_keyed_by_their_index():
+    plan = EpochPlan(10, 3, seed=4)
+    for _, indices, keys in plan.keyed_batches(2):
+        assert np.array_equal(indices, keys)
+
+
+@pytest.mark.parametrize("n,world", [(7, 2), (5, 4), (10, 3)])
+def test_padded_repeats_get_keys_of_their_own(n, world):
+    """The wrap-around padding repeats indices; every draw of the epoch has its own key,
+    key % n is the index and the first draw keeps the index itself."""
+    plans = [EpochPlan(n, 2, seed=1, rank=r, world_size=world) for r in range(world)]
+    keys = np.concatenate([p.rank_keys(3) for p in plans])
+    indices = np.concatenate([p.rank_indices(3) for p in plans])
+    assert len(set(keys.tolist())) == len(keys)
+    assert np.array_equal(keys % n, indices)
+    assert sorted(keys[keys < n].tolist()) == list(range(n))
+    for p in plans:  # keyed_batches slices the same arrays
+        got = [k for _, _, batch_keys in p.keyed_batches(3) for k in batch_keys.tolist()]
+        assert got == p.rank_keys(3).tolist()

@@ -215,6 +215,29 @@ def test_loader_class_balanced_is_deterministic_and_resumable(two_sources, backe
     assert indices(resumed) == first[1:]
 
 
+@pytest.mark.parametrize("backend", ["dali", "torch"])
+def test_loader_class_balanced_redraws_get_their_own_augmentation(two_sources, backend):
+    """A sample drawn twice in an epoch (with replacement) is cropped anew, and both
+    backends crop each draw the same way."""
+    def draws(loader):
+        out = {}
+        for batch in loader:
+            for index, image in zip(batch["index"].tolist(), batch["image"]):
+                out.setdefault(index, []).append(image)
+        return out
+
+    got = draws(_loader(two_sources, backend, sampling="class_balanced", size=32))
+    twice = {i: images for i, images in got.items() if len(images) > 1}
+    assert twice, "class-balanced sampling drew no sample twice"
+    for images in twice.values():
+        assert not torch.equal(images[0], images[1])
+    other = draws(_loader(two_sources, "dali" if backend == "torch" else "torch",
+                          sampling="class_balanced", size=32))
+    for index, images in twice.items():
+        for mine, theirs in zip(images, other[index]):
+            assert (mine - theirs).abs().mean() < 0.05
+
+
 def test_loader_refuses_state_saved_with_other_sampling(two_sources):
     state = _loader(two_sources, sampling="class_balanced").state_dict()
     with pytest.raises(ValueError, match="fingerprint differs"):

@@ -4,6 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 
+def aug_keys(indices, keys=None) -> np.ndarray:
+    """The keys random augmentation parameters are drawn from: the plan's (`keys`,
+    see torch_bridge.plan), or the indices themselves."""
+    return np.atleast_1d(np.asarray(indices if keys is None else keys, dtype=np.int64))
+
+
 class SourceModality:
     """Length, file paths and the fields that bypass decoding (label, index, source_id).
 

@@ -69,14 +69,15 @@ class FusionModality(VideoModality):
                                                   device_id=device_id,
                                                   variable=self.variable)
 
-    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
+    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, object], np.ndarray]:
         """The video feeds plus the aligned IMU of the kept samples. IMU files are read
         first, each under the guard: a bad one skips or raises naming the sample's index and
         video (the sample's path on both backends) and, in the reason, the IMU file."""
-        _, good = guard.read_batch(epoch, np.asarray(indices, np.int64), self.path,
-                                   self.source.stream)
-        feeds, kept = super().feeds(epoch, good, guard)
+        indices = np.asarray(indices, np.int64)
+        _, good = guard.read_batch(epoch, indices, self.path, self.source.stream)
+        feeds, kept = super().feeds(epoch, indices[good], guard,
+                                    None if keys is None else np.asarray(keys)[good])
         if len(kept):
             aligned = [self.source.imu(i, ts)
                        for i, ts in zip(kept.tolist(), feeds["timestamps"])]
@@ -85,8 +86,9 @@ class FusionModality(VideoModality):
         return feeds, kept
 
     # torch reference backend ----------------------------------------------------------
-    def load(self, epoch: int, index: int) -> dict[str, torch.Tensor]:
-        sample = super().load(epoch, index)
+    def load(self, epoch: int, index: int, key: int | None = None
+             ) -> dict[str, torch.Tensor]:
+        sample = super().load(epoch, index, key)
         imu, valid = self.source.imu(index, sample["timestamps"].numpy())
         sample["imu"], sample["imu_valid"] = torch.from_numpy(imu), torch.from_numpy(valid)
         return sample

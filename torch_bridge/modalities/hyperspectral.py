@@ -25,7 +25,7 @@ from dali_pipes.pipelines import hyperspectral as graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.hyperspectral import HyperspectralSource, patch_augment
 from torch_bridge.errors import SampleGuard
-from torch_bridge.modalities.base import SourceModality
+from torch_bridge.modalities.base import SourceModality, aug_keys
 
 
 class HyperspectralModality(SourceModality):
@@ -66,11 +66,11 @@ class HyperspectralModality(SourceModality):
             device=device, batch_size=batch_size, config=config, dtype=self.source.dtype,
             augment=self.train, normalize=self.normalize, device_id=device_id)
 
-    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
+    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Read a batch's patches (bad ones go to the guard); parameters, vectorised."""
-        patches, kept_arr = guard.read_batch(epoch, indices, self.path,
-                                             self.source.read_patch)
+        patches, kept = guard.read_batch(epoch, indices, self.path, self.source.read_patch)
+        kept_arr = np.asarray(indices, np.int64)[kept]
         if not patches:
             return {}, kept_arr
         feeds = {"cube": np.stack(patches)}  # one dense (B, n_bands, P, P) array
@@ -78,16 +78,18 @@ class HyperspectralModality(SourceModality):
             scenes = self.source.scene_ids[kept_arr]
             feeds["mean"], feeds["std"] = self.mean[scenes], self.std[scenes]
         if self.train:
-            flip_h, flip_v, k = patch_augment(self.seed, epoch, kept_arr, train=True)
+            flip_h, flip_v, k = patch_augment(self.seed, epoch, aug_keys(indices, keys)[kept],
+                                              train=True)
             feeds.update(flip_h=flip_h, flip_v=flip_v, k=k)
         return feeds, kept_arr
 
     # torch reference backend ----------------------------------------------------------
-    def load(self, epoch: int, index: int) -> dict[str, torch.Tensor]:
+    def load(self, epoch: int, index: int, key: int | None = None
+             ) -> dict[str, torch.Tensor]:
         """One float32 patch, flipped and turned like the DALI graph does."""
         cube = torch.from_numpy(self.source.read_patch(index).astype(np.float32))
         flip_h, flip_v, k = (int(a[0]) for a in patch_augment(
-            self.seed, epoch, np.array([index]), train=self.train))
+            self.seed, epoch, aug_keys(index, key), train=self.train))
         dims = [dim for dim, flip in ((1, flip_v), (2, flip_h)) if flip]
         if dims:
             cube = torch.flip(cube, dims)

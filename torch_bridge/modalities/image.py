@@ -9,7 +9,7 @@ from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.image import ImageFolderSource
 from torch_bridge.errors import SampleGuard
-from torch_bridge.modalities.base import SourceModality
+from torch_bridge.modalities.base import SourceModality, aug_keys
 
 _MEAN = torch.tensor(image_graph.IMAGENET_MEAN).view(1, 3, 1, 1) * 255
 _STD = torch.tensor(image_graph.IMAGENET_STD).view(1, 3, 1, 1) * 255
@@ -35,16 +35,17 @@ class ImageModality(SourceModality):
                                                 size=self.size, config=config,
                                                 device_id=device_id)
 
-    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
+    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, list[np.ndarray]], np.ndarray]:
         """Read and check a batch's files; crop parameters for the good ones, vectorised."""
-        got, kept_arr = guard.read_batch(epoch, indices, self.path, self.source.read_checked)
+        got, kept = guard.read_batch(epoch, indices, self.path, self.source.read_checked)
+        kept_arr = np.asarray(indices, np.int64)[kept]
         if not got:
             return {}, kept_arr
         datas = [data for data, _ in got]
         hw = np.asarray([size for _, size in got], dtype=np.int64)
-        windows, flip = image_params(self.seed, epoch, kept_arr, hw[:, 0], hw[:, 1],
-                                     size=self.size, train=self.train)
+        windows, flip = image_params(self.seed, epoch, aug_keys(indices, keys)[kept],
+                                     hw[:, 0], hw[:, 1], size=self.size, train=self.train)
         windows = windows.astype(np.int32)
         # Fixed-size inputs go in as one dense array each: DALI takes the first axis as
         # the batch, which saves converting B small arrays per input.
@@ -53,15 +54,15 @@ class ImageModality(SourceModality):
                 "mirror": flip.astype(np.int32)}, kept_arr
 
     # torch reference backend ----------------------------------------------------------
-    def load(self, epoch: int, index: int) -> dict[str, torch.Tensor]:
+    def load(self, epoch: int, index: int, key: int | None = None
+             ) -> dict[str, torch.Tensor]:
         """One sample decoded and cropped with torchvision: uint8 (3, size, size)."""
         from torchvision.io import ImageReadMode, decode_jpeg
         from torchvision.transforms.v2 import functional as F
 
         data, (h, w) = self.source.read_checked(index)
-        idx = np.array([index])
-        windows, flip = image_params(self.seed, epoch, idx, np.array([h]), np.array([w]),
-                                     size=self.size, train=self.train)
+        windows, flip = image_params(self.seed, epoch, aug_keys(index, key), np.array([h]),
+                                     np.array([w]), size=self.size, train=self.train)
         image = decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
         top, left, ch, cw = windows[0].tolist()
         image = F.resized_crop(image, top, left, ch, cw, [self.size, self.size],

@@ -32,7 +32,7 @@ from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.video import VideoFolderSource
 from torch_bridge.collate import TIME_FIELDS
 from torch_bridge.errors import SampleGuard
-from torch_bridge.modalities.base import SourceModality
+from torch_bridge.modalities.base import SourceModality, aug_keys
 from torch_bridge.modalities.image import _MEAN, _STD
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
@@ -86,16 +86,17 @@ class ClipModality(SourceModality):
     def _make_source(self, data, **clip_options):
         return self.source_class(data, **clip_options)
 
-    def clip(self, epoch: int, index: int) -> np.ndarray:
+    def clip(self, epoch: int, index: int, key: int | None = None) -> np.ndarray:
         """(T,) int64 frame indices of sample `index`'s clip in `epoch` (with pad="variable"
-        only the frames the video has)."""
+        only the frames the video has); `key`: the plan's augmentation key of this draw."""
         return self.source.clip_frames(self.seed, epoch, index, train=self.train,
-                                       variable=self.variable)
+                                       variable=self.variable, key=key)
 
-    def flips(self, epoch: int, indices: np.ndarray) -> np.ndarray:
+    def flips(self, epoch: int, keys: np.ndarray) -> np.ndarray:
+        """Whether each clip is mirrored, from its augmentation keys (or indices)."""
         if not self.train:
-            return np.zeros(len(indices), dtype=bool)
-        return flips(self.seed, epoch, np.asarray(indices, np.int64))
+            return np.zeros(len(keys), dtype=bool)
+        return flips(self.seed, epoch, np.asarray(keys, np.int64))
 
     def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Batch-level work on the target device: uint8 -> normalized float32 (padded frames
@@ -137,9 +138,9 @@ class VideoModality(ClipModality):
                                           config=config, size=self.size, device_id=device_id,
                                           variable=self.variable)
 
-    def _read(self, epoch: int, index: int) -> dict:
+    def _read(self, epoch: int, index: int, key: int | None = None) -> dict:
         """One sample's graph inputs (probing, remuxing or decoding may raise)."""
-        frames = self.clip(epoch, index)
+        frames = self.clip(epoch, index, key)
         info = self.source.info(index)
         sample = {"frames": frames, "hw": (info.height, info.width),
                   "timestamps": self.source.timestamps(index, frames)}
@@ -149,11 +150,13 @@ class VideoModality(ClipModality):
             sample["decoded"] = self.source.decode_clip(index, frames)
         return sample
 
-    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
+    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, object], np.ndarray]:
         """Read a batch's clips (bad files go to the guard) and their parameters."""
-        samples, kept_arr = guard.read_batch(epoch, indices, self.path,
-                                             lambda index: self._read(epoch, index))
+        samples, kept = guard.read_batch(
+            epoch, indices, self.path, lambda index, key=None: self._read(epoch, index, key),
+            keys=keys)
+        kept_arr = np.asarray(indices, np.int64)[kept]
         if not samples:
             return {}, kept_arr
         self._check_resolutions(kept_arr.tolist(), [s["hw"] for s in samples])
@@ -164,20 +167,21 @@ class VideoModality(ClipModality):
                 "start_frame": np.array([s.get("start", 0) for s in samples], np.int32),
                 "sequence_length": np.array([len(s["frames"]) for s in samples], np.int32),
                 "stride": np.full(n, src.stride, np.int32),
-                "mirror": self.flips(epoch, kept_arr).astype(np.int32),
+                "mirror": self.flips(epoch, aug_keys(indices, keys)[kept]).astype(np.int32),
                 "timestamps": [s["timestamps"] for s in samples]}, kept_arr
 
     # torch reference backend ----------------------------------------------------------
-    def load(self, epoch: int, index: int) -> dict[str, torch.Tensor]:
+    def load(self, epoch: int, index: int, key: int | None = None
+             ) -> dict[str, torch.Tensor]:
         """One clip decoded with PyAV: uint8 (T, 3, H, W), flipped and resized like DALI."""
         from torchvision.transforms.v2 import functional as F
 
-        frames = self.clip(epoch, index)
+        frames = self.clip(epoch, index, key)
         clip = torch.from_numpy(self.source.decode_clip(index, frames)).permute(0, 3, 1, 2)
         if self.size is not None:
             clip = F.resize(clip, list(self.size), antialias=True,
                             interpolation=F.InterpolationMode.BILINEAR)
-        if self.flips(epoch, np.array([index]))[0]:
+        if self.flips(epoch, aug_keys(index, key))[0]:
             clip = clip.flip(-1)
         return {"frames": clip.contiguous(),
                 "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}

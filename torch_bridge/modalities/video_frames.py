@@ -26,6 +26,7 @@ from dali_pipes.pipelines import video_frames as graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.video_frames import FrameFolderSource
 from torch_bridge.errors import SampleGuard
+from torch_bridge.modalities.base import aug_keys
 from torch_bridge.modalities.video import ClipModality
 
 
@@ -44,8 +45,8 @@ class FrameFolderModality(ClipModality):
                                            clip_length=self.source.clip_length,
                                            device_id=device_id, variable=self.variable)
 
-    def _read(self, epoch: int, index: int) -> dict:
-        frames = self.clip(epoch, index)
+    def _read(self, epoch: int, index: int, key: int | None = None) -> dict:
+        frames = self.clip(epoch, index, key)
         jpegs = self.source.read_jpegs(index, frames)
         hw = None
         if self.size is None:  # native resolution: one size per clip, from the headers
@@ -65,29 +66,32 @@ class FrameFolderModality(ClipModality):
                              f"must share it: {listed}; pass size=(H, W) to resize")
         return sizes[0]
 
-    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard
+    def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, object], np.ndarray]:
-        samples, kept_arr = guard.read_batch(epoch, indices, self.path,
-                                             lambda index: self._read(epoch, index))
+        samples, kept = guard.read_batch(
+            epoch, indices, self.path, lambda index, key=None: self._read(epoch, index, key),
+            keys=keys)
+        kept_arr = np.asarray(indices, np.int64)[kept]
         if not samples:
             return {}, kept_arr
         self._check_resolutions(kept_arr.tolist(), [s["hw"] for s in samples])
         out: dict[str, object] = {  # a short clip repeats its last frame's bytes
             name: [s["jpegs"][min(t, len(s["jpegs"]) - 1)] for s in samples]
             for t, name in enumerate(graph.frame_inputs(self.source.clip_length))}
-        out["mirror"] = self.flips(epoch, kept_arr).astype(np.int32)
+        out["mirror"] = self.flips(epoch, aug_keys(indices, keys)[kept]).astype(np.int32)
         out["timestamps"] = [s["timestamps"] for s in samples]
         if self.variable:
             out["length"] = np.array([len(s["jpegs"]) for s in samples], np.int32)
         return out, kept_arr
 
     # torch reference backend ----------------------------------------------------------
-    def load(self, epoch: int, index: int) -> dict[str, torch.Tensor]:
+    def load(self, epoch: int, index: int, key: int | None = None
+             ) -> dict[str, torch.Tensor]:
         """One clip: JPEGs decoded by torchvision, uint8 (T, 3, H, W), resized and flipped."""
         from torchvision.io import ImageReadMode, decode_jpeg
         from torchvision.transforms.v2 import functional as F
 
-        frames = self.clip(epoch, index)
+        frames = self.clip(epoch, index, key)
         images = [decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
                   for data in self.source.read_jpegs(index, frames)]
         if self.size is None:
@@ -96,7 +100,7 @@ class FrameFolderModality(ClipModality):
         if self.size is not None:
             clip = F.resize(clip, list(self.size), antialias=True,
                             interpolation=F.InterpolationMode.BILINEAR)
-        if self.flips(epoch, np.array([index]))[0]:
+        if self.flips(epoch, aug_keys(index, key))[0]:
             clip = clip.flip(-1)
         return {"frames": clip.contiguous(),
                 "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}
