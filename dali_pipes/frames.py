@@ -28,8 +28,9 @@ exact and free: a clip reads only its T files, so cost is independent of the key
 the stride and the video's length, and decoding T JPEGs (nvJPEG / the hardware JPEG decoder
 with `mixed`, libjpeg-turbo on the CPU) is cheaper than decoding a keyframe interval of
 inter-coded frames: on the CPU backend frame folders gave 1.4-2.4x the clips/s of VP9 files
-(more with a longer keyframe interval or a larger stride) for 8-12x the disk. Frame folders therefore win when clips are short relative to
-the keyframe interval, strides are large, the codec is one DALI cannot decode on the chosen
+(more with a longer keyframe interval or a larger stride) for 8-12x the disk. Frame
+folders therefore win when clips are short relative to the keyframe interval, strides are
+large, the codec is one DALI cannot decode on the chosen
 device (H.264/HEVC/AV1 on the CPU backend), or the same data set is read for many epochs and
 the disk space is available; per-sample video decoding wins when disk or I/O bandwidth is the
 limit, clips are long and dense, or the data set is read once. JPEG re-encoding also changes
