@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 import weakref
 from typing import Any, Iterator, Literal
 
@@ -55,6 +56,12 @@ class Loader:
             self._consumed = position + 1
             if batch is not None:
                 yield batch
+            elif self.plan.world_size > 1:
+                warnings.warn(
+                    f"rank {self.plan.rank}: every sample of batch {position} of epoch {epoch} "
+                    f"was skipped (on_error='skip'), so this rank yields one batch fewer than "
+                    f"len(loader) this epoch; ranks that wait on each other (DDP) may hang. "
+                    f"loader.skipped names the files", RuntimeWarning, stacklevel=2)
         self.epoch, self._consumed = epoch + 1, 0
 
     def state_dict(self) -> dict[str, Any]:

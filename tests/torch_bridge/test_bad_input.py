@@ -63,6 +63,22 @@ def test_skip_keeps_every_good_sample_and_names_the_bad(bad_folder, backend):
 
 
 @pytest.mark.parametrize("backend", ["dali", "torch"])
+def test_a_wholly_skipped_batch_warns_a_distributed_rank(tmp_path, bad_folder, backend):
+    """A rank whose batch was entirely skipped yields one batch fewer than len(): said
+    aloud, since DDP ranks waiting on each other would hang."""
+    root = tmp_path / "all_bad"
+    shutil.copytree(bad_folder / "class_1", root / "class_1",
+                    ignore=shutil.ignore_patterns("img_*"))
+    n = len(ImageFolderSource(root))
+    extra = {"reference": {"num_workers": 0}} if backend == "torch" else {}
+    loader = make_loader("image", root, backend=backend, batch_size=n, size=24, rank=0,
+                         world_size=2, on_error="skip", **extra)
+    with pytest.warns(RuntimeWarning, match="rank 0: every sample of batch 0 of epoch 0"):
+        assert list(loader) == []
+    assert len(loader) == 1 and {s.index for s in loader.skipped} <= set(range(n))
+
+
+@pytest.mark.parametrize("backend", ["dali", "torch"])
 @pytest.mark.parametrize("name", BAD)
 def test_raise_names_file_and_index(tmp_path, backend, name, bad_folder):
     root = write_image_folder(tmp_path / "d", n_images=7, n_classes=1)
