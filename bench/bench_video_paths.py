@@ -26,6 +26,7 @@ try:
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from bench.sample_data import cache_root
+from bench.run_one import endless  # noqa: E402
 from bench.sample_video import synthetic_frames, write_video  # noqa: E402
 from dali_pipes.frames import extract_tree  # noqa: E402
 
@@ -53,7 +54,7 @@ def measure(data: Path, args, stride: int) -> tuple[float, float]:
     loader = make_loader("video", str(data), backend="dali", batch_size=args.batch,
                          clip_length=args.clip_length, stride=stride, size=args.out_size,
                          seed=0)
-    stream = iter(_forever(loader))
+    stream = endless(loader)
     for _ in range(2):
         next(stream)
     clips, wall0, cpu0 = 0, time.perf_counter(), time.process_time()
@@ -62,11 +63,6 @@ def measure(data: Path, args, stride: int) -> tuple[float, float]:
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     loader.close()
     return clips / wall, 1e3 * cpu / clips
-
-
-def _forever(loader):
-    while True:
-        yield from loader
 
 
 def main(argv=None) -> int:

@@ -51,7 +51,8 @@ def build(backend: str, args):
     raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
 
 
-def _batches(loader):
+def endless(loader):
+    """The loader's batches, epoch after epoch."""
     while True:  # as many epochs as the step count needs
         yield from loader
 
@@ -64,7 +65,7 @@ def measure(backend: str, args) -> dict:
     if want_stages:  # --stages: time read / decode+augment / transfer (bench/stages.py)
         from bench.stages import instrument
         stages = instrument(backend, loader)
-    stream = _batches(loader)
+    stream = endless(loader)
     for _ in range(args.warmup):
         next(stream)
     if stages is not None:

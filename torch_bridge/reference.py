@@ -13,6 +13,7 @@ from typing import Iterator
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from torch_bridge import collate
 from torch_bridge.errors import SampleError, SampleGuard, Skipped
 from torch_bridge.plan import EpochPlan
 from torch_bridge.transfer import attach_meta
@@ -80,8 +81,6 @@ class _Collate:
         self.modality = modality
 
     def __call__(self, items):
-        from torch_bridge import collate
-
         kept, samples, skipped = [], [], []
         for index, sample, skips in items:
             if isinstance(sample, SampleError):

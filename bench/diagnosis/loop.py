@@ -115,12 +115,12 @@ def measure(args, data, device: str) -> tuple[Evidence, dict]:
 
     from bench.diagnosis.probes import DiskSampler, EngineSampler, per_core_busy
     from bench.metrics import ResourceSampler
-    from bench.run_one import _batches
+    from bench.run_one import endless
     cuda = device.startswith("cuda")
     gpu = (torch.device(device).index or 0) if cuda else None
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     loader, step = build_loader(args, data, device), make_step(args, device)
-    stream = _batches(loader)
+    stream = endless(loader)
     for _ in range(args.warmup):
         step(next(stream))
     sync()

@@ -98,6 +98,20 @@ class ClipModality(SourceModality):
             return np.zeros(len(keys), dtype=bool)
         return flips(self.seed, epoch, np.asarray(keys, np.int64))
 
+    def _read_clips(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
+                    ) -> tuple[list[dict], np.ndarray, np.ndarray]:
+        """A batch's clips read with the subclass's `_read` (bad files go to the guard): the
+        samples, the int64 indices kept and their int32 mirror flags; with size=None the
+        kept clips must share one resolution."""
+        samples, kept = guard.read_batch(
+            epoch, indices, self.path, lambda index, key=None: self._read(epoch, index, key),
+            keys=keys)
+        kept_arr = np.asarray(indices, np.int64)[kept]
+        if samples:
+            self._check_resolutions(kept_arr.tolist(), [s["hw"] for s in samples])
+        mirror = self.flips(epoch, aug_keys(indices, keys)[kept]).astype(np.int32)
+        return samples, kept_arr, mirror
+
     def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Batch-level work on the target device: uint8 -> normalized float32 (padded frames
         stay exactly 0, as the DALI graph pads after normalizing)."""
@@ -153,13 +167,9 @@ class VideoModality(ClipModality):
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, object], np.ndarray]:
         """Read a batch's clips (bad files go to the guard) and their parameters."""
-        samples, kept = guard.read_batch(
-            epoch, indices, self.path, lambda index, key=None: self._read(epoch, index, key),
-            keys=keys)
-        kept_arr = np.asarray(indices, np.int64)[kept]
+        samples, kept_arr, mirror = self._read_clips(epoch, indices, guard, keys)
         if not samples:
             return {}, kept_arr
-        self._check_resolutions(kept_arr.tolist(), [s["hw"] for s in samples])
         n, src = len(kept_arr), self.source
         return {"video": [s.get("video", _DUMMY_BYTES) for s in samples],
                 "decoded": [s.get("decoded", _DUMMY_FRAMES) for s in samples],
@@ -167,7 +177,7 @@ class VideoModality(ClipModality):
                 "start_frame": np.array([s.get("start", 0) for s in samples], np.int32),
                 "sequence_length": np.array([len(s["frames"]) for s in samples], np.int32),
                 "stride": np.full(n, src.stride, np.int32),
-                "mirror": self.flips(epoch, aug_keys(indices, keys)[kept]).astype(np.int32),
+                "mirror": mirror,
                 "timestamps": [s["timestamps"] for s in samples]}, kept_arr
 
     # torch reference backend ----------------------------------------------------------

@@ -68,17 +68,13 @@ class FrameFolderModality(ClipModality):
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, object], np.ndarray]:
-        samples, kept = guard.read_batch(
-            epoch, indices, self.path, lambda index, key=None: self._read(epoch, index, key),
-            keys=keys)
-        kept_arr = np.asarray(indices, np.int64)[kept]
+        samples, kept_arr, mirror = self._read_clips(epoch, indices, guard, keys)
         if not samples:
             return {}, kept_arr
-        self._check_resolutions(kept_arr.tolist(), [s["hw"] for s in samples])
         out: dict[str, object] = {  # a short clip repeats its last frame's bytes
             name: [s["jpegs"][min(t, len(s["jpegs"]) - 1)] for s in samples]
             for t, name in enumerate(graph.frame_inputs(self.source.clip_length))}
-        out["mirror"] = self.flips(epoch, aug_keys(indices, keys)[kept]).astype(np.int32)
+        out["mirror"] = mirror
         out["timestamps"] = [s["timestamps"] for s in samples]
         if self.variable:
             out["length"] = np.array([len(s["jpegs"]) for s in samples], np.int32)
