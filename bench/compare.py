@@ -26,6 +26,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parent))
 
 from bench.report import print_table, speedups  # noqa: E402
+from torch_bridge import registry  # noqa: E402
 
 # "dali:<preset>" is our DALI backend with another decode preset.
 DEFAULT_BACKENDS = {"image": ["dali", "torch", "classic", "dali-stock", "adapter",
@@ -39,8 +40,7 @@ METRICS = ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent", "gpu_ut
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--modality", choices=["image", "video", "hyperspectral", "fusion"],
-                   default="image")
+    p.add_argument("--modality", choices=registry.names(), default="image")
     p.add_argument("--data", help="your data folder (default: built-in sample data)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--steps", type=int, default=30, help="timed steps per backend")
@@ -73,19 +73,10 @@ def resolve_device(choice: str) -> str:
 def sample_data(modality: str) -> Path:
     from rich.progress import Progress
 
-    from bench.sample_data import image_dataset
-    from bench.sample_fusion import fusion_dataset
-    from bench.sample_hyperspectral import hyperspectral_dataset
-    from bench.sample_video import video_dataset
-    makers = {"image": (image_dataset, "creating sample JPEGs (first run only)"),
-              "hyperspectral": (hyperspectral_dataset,
-                                "creating sample ENVI and SPE scenes (first run only)"),
-              "video": (video_dataset, "creating sample VP9 clips (first run only)"),
-              "fusion": (fusion_dataset,
-                         "creating sample VP9 clips with 200 Hz IMU (first run only)")}
-    if modality not in makers:
+    if modality not in registry.REGISTRY:
         raise SystemExit(f"--modality {modality}: built-in sample data not available yet")
-    make, description = makers[modality]
+    spec = registry.get(modality)
+    make, description = spec.sample_maker(), spec.sample_note
     with Progress(transient=True) as progress:
         task = progress.add_task(description, total=None)
         return make(progress=lambda done, total: progress.update(

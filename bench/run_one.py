@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from bench.metrics import ResourceSampler  # noqa: E402
+from torch_bridge import registry  # noqa: E402
 
 BACKENDS = ("dali", "torch", "classic", "dali-stock", "adapter")
 
@@ -30,7 +31,7 @@ def build(backend: str, args):
         from torch_bridge import make_loader
         extra = {"config": args.config} if backend == "dali" else {
             "reference": {"num_workers": args.workers}}
-        if args.modality in ("image", "video", "fusion"):  # the others have no `size` option
+        if "size" in registry.get(args.modality).options():  # not every modality has one
             extra["size"] = args.size
         return make_loader(args.modality, args.data, backend=backend, **common, **extra)
     if backend == "classic":
@@ -99,7 +100,7 @@ def loader_parser(description: str) -> argparse.ArgumentParser:
     """The options every benchmark script shares: which data, modality and backend."""
     p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--modality", choices=["image", "hyperspectral"], default="image")
+    p.add_argument("--modality", choices=registry.names(), default="image")
     p.add_argument("--data", help="data folder (default: built-in sample data)")
     p.add_argument("--backend", choices=["dali", "torch"], default="dali")
     return p
@@ -108,7 +109,7 @@ def loader_parser(description: str) -> argparse.ArgumentParser:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--backend", choices=BACKENDS, required=True)
-    p.add_argument("--modality", default="image")
+    p.add_argument("--modality", choices=registry.names(), default="image")
     p.add_argument("--data", required=True)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--steps", type=int, default=30)

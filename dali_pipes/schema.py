@@ -1,9 +1,78 @@
-"""Batch schemas, declared once and shared by both backends (numpy dtype names).
+"""Batch schemas and graph inputs, declared once and shared by both backends (numpy only).
 
-Each entry: name -> (dtype, layout). Layout letters: B batch, C channels, H/W height and
-width, T time. Every batch of every modality also holds "index".
+Batch fields: name -> (dtype, layout), numpy dtype names. Layout letters: B batch, C channels,
+H/W height and width, T time. Every batch of every modality also holds "index". A field whose
+layout has a T axis is padded along it when clips have their own lengths (`time_fields`).
+
+Graph inputs (`Input`): what each graph module's `external_source` nodes take, per sample;
+`dali_pipes.pipelines.inputs` builds the nodes from them and the loader checks that a
+modality's `feeds()` fill exactly these names. The normalisation both backends apply to
+RGB pixels is declared here too (`IMAGENET_MEAN` / `IMAGENET_STD`, on a 0..1 scale).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def pixel_mean_std() -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(mean, std) per RGB channel on the 0..255 scale of decoded uint8 pixels.
+
+    Returns:
+        Two 3-tuples of floats, the values both backends subtract and divide by.
+    """
+    return tuple(m * 255 for m in IMAGENET_MEAN), tuple(s * 255 for s in IMAGENET_STD)
+
+
+@dataclass(frozen=True)
+class Input:
+    """One graph input per sample: `dtype` a numpy dtype name (None: chosen when the graph
+    is built, e.g. the scenes' common dtype), `ndim` the per-sample rank, `layout` the DALI
+    layout string given to `external_source` (None: none)."""
+
+    name: str
+    dtype: str | None
+    ndim: int
+    layout: str | None = None
+
+
+def _scalars(dtype: str, *names: str) -> tuple[Input, ...]:
+    return tuple(Input(name, dtype, 0) for name in names)
+
+
+IMAGE_INPUTS = (Input("jpegs", "uint8", 1), Input("anchor", "int32", 1),
+                Input("shape", "int32", 1), *_scalars("int32", "mirror"))
+VIDEO_INPUTS = (Input("video", "uint8", 1), Input("decoded", "uint8", 4, "FHWC"),
+                *_scalars("bool", "use_dali"),
+                *_scalars("int32", "start_frame", "sequence_length", "stride", "mirror"),
+                Input("timestamps", "float64", 1))
+IMU_INPUTS = (Input("imu", "float32", 2), Input("imu_valid", "bool", 1))
+FUSION_INPUTS = VIDEO_INPUTS + IMU_INPUTS
+HYPERSPECTRAL_INPUTS = (Input("cube", None, 3, "CHW"),)
+NORMALIZE_INPUTS = (Input("mean", "float32", 3), Input("std", "float32", 3))
+AUGMENT_INPUTS = _scalars("int32", "flip_h", "flip_v", "k")
+CLIP_INPUTS = (*_scalars("int32", "mirror"), Input("timestamps", "float64", 1))
+LENGTH_INPUT = Input("length", "int32", 0)
+
+
+def frame_inputs(clip_length: int) -> tuple[Input, ...]:
+    """The frame-folder graph's T encoded-JPEG inputs, "jpeg_0" .. "jpeg_{T-1}".
+
+    Args:
+        clip_length: T, the frames of a clip.
+
+    Returns:
+        One uint8 1-D `Input` per frame position, in clip order.
+    """
+    return tuple(Input(f"jpeg_{t}", "uint8", 1) for t in range(clip_length))
+
+
+def names(inputs) -> tuple[str, ...]:
+    """The names of a sequence of `Input` declarations, in order."""
+    return tuple(i.name for i in inputs)
+
 
 IMAGE = {
     "image": ("float32", "BCHW"),
@@ -37,15 +106,51 @@ LENGTHS = {  # pad="variable" clips: batches padded to their longest clip
 }
 
 SCHEMAS = {"image": IMAGE, "video": VIDEO, "hyperspectral": HYPERSPECTRAL, "fusion": FUSION}
+# The fields each modality's graph returns, in output order (the rest come from meta()).
+GRAPH_OUTPUTS = {"image": ("image",), "video": ("frames", "timestamps"),
+                 "hyperspectral": ("cube",),
+                 "fusion": ("frames", "timestamps", "imu", "imu_valid")}
+LENGTH_OUTPUTS = tuple(LENGTHS)
+VARIABLE = frozenset(name for name, fields in SCHEMAS.items()
+                     if any("T" in layout for _, layout in fields.values()))
+
+
+def time_fields(modality: str) -> tuple[str, ...]:
+    """The graph outputs of `modality` with a time axis: padded along it per batch when clips
+    keep their own lengths (pad="variable").
+
+    Args:
+        modality: a key of SCHEMAS.
+
+    Returns:
+        Field names in output order (empty for modalities without a time axis).
+    """
+    fields = _schema(modality)
+    return tuple(name for name in GRAPH_OUTPUTS[modality] if "T" in fields[name][1])
+
+
+def _schema(modality: str) -> dict[str, tuple[str, str]]:
+    if modality not in SCHEMAS:
+        raise ValueError(f"unknown modality {modality!r}; known: {sorted(SCHEMAS)}")
+    return SCHEMAS[modality]
 
 
 def schema_for(modality: str, multi_source: bool = False,
                variable: bool = False) -> dict[str, tuple[str, str]]:
-    if modality not in SCHEMAS:
-        raise ValueError(f"unknown modality {modality!r}; known: {sorted(SCHEMAS)}")
-    if variable and modality not in ("video", "fusion"):
-        raise ValueError(f"variable-length batches are for video and fusion, not {modality!r}")
-    schema = dict(SCHEMAS[modality])
+    """Every field of a batch of `modality`.
+
+    Args:
+        modality: a key of SCHEMAS.
+        multi_source: `data` is a list of folders (batches hold "source_id").
+        variable: clips of their own lengths (batches hold "length" and "mask").
+
+    Returns:
+        name -> (numpy dtype name, layout).
+    """
+    schema = dict(_schema(modality))
+    if variable and modality not in VARIABLE:
+        raise ValueError(f"variable-length batches are for {sorted(VARIABLE)}, not "
+                         f"{modality!r}")
     if multi_source:
         schema.update(SOURCE_ID)
     if variable:

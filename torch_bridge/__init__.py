@@ -1,5 +1,19 @@
-"""PyTorch side: plans, the drop-in Loader over DALI graphs, and the torch reference path."""
-from torch_bridge.errors import SampleError, Skipped
-from torch_bridge.loader import Loader, make_loader
+"""PyTorch side: plans, the drop-in Loader over DALI graphs, and the torch reference path.
 
-__all__ = ["Loader", "SampleError", "Skipped", "make_loader"]
+The public names are imported on first use, so `torch_bridge.registry` (read by command-line
+tools for their choices) can be imported without torch or DALI.
+"""
+from __future__ import annotations
+
+import importlib
+
+_PUBLIC = {"Loader": "torch_bridge.loader", "SampleError": "torch_bridge.errors",
+           "Skipped": "torch_bridge.errors", "make_loader": "torch_bridge.factory"}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

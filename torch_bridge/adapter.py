@@ -88,21 +88,19 @@ def collate_encoded(items: list) -> RawBatch:
                     failures=[(item[0], item[4]) for item in items if item[4] is not None])
 
 
-class _DatasetFeed:
-    """Plays both parts DaliEngine asks for: the plan (batches from the DataLoader over
-    the user's sampler) and the image modality (feeds and meta for those batches)."""
+class _DatasetPlan:
+    """The plan DaliEngine follows (`protocols.BatchPlan`): the batches of the DataLoader over
+    the user's sampler, one process (rank 0 of 1). The batch it yields last waits in `take`
+    for the feed."""
 
-    dali_outputs = image_graph.OUTPUTS
+    rank, world_size = 0, 1
 
-    def __init__(self, loader: DataLoader, *, batch_size: int, size: int, train: bool,
-                 seed: int, name: str):
+    def __init__(self, loader: DataLoader, *, batch_size: int):
         self.loader, self.batch_size = loader, batch_size
-        self.size, self.train, self.seed, self.name = size, train, seed, name
-        self._raw: RawBatch | None = None  # the batch just yielded, until fed
-        self._labels: deque = deque()  # (indices, labels) fed, in the order DALI returns them
+        self._raw: RawBatch | None = None  # the batch just yielded, until taken
 
-    def path(self, index: int) -> str:
-        return f"{self.name}[{index}]"
+    def __len__(self) -> int:
+        return len(self.loader)
 
     def keyed_batches(self, epoch: int, start: int = 0
                       ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
@@ -111,13 +109,36 @@ class _DatasetFeed:
         if start != 0:
             raise ValueError("a Dataset adapter pass cannot start in the middle of an epoch")
         self._raw = None
-        self._labels.clear()
         for position, raw in enumerate(start_workers(self.loader)):
             self._raw = raw
             yield position, raw.indices, raw.indices
 
+    def take(self, indices: np.ndarray) -> RawBatch:
+        """The raw batch whose `indices` the plan yielded last (once)."""
+        raw, self._raw = self._raw, None
+        if raw is None or raw.indices is not indices:
+            raise RuntimeError("DaliEngine asked for feeds of a batch the plan did not yield")
+        return raw
+
     def stop_workers(self) -> None:
         stop_workers(self.loader)
+
+
+class _DatasetFeed:
+    """The image graph's feed for the plan's raw batches (`protocols.DaliFeed`): crop
+    parameters from the JPEG headers, labels kept until DALI returns the batch."""
+
+    dali_outputs = image_graph.OUTPUTS
+
+    def __init__(self, plan: _DatasetPlan, *, size: int, train: bool, seed: int, name: str):
+        self.plan, self.size, self.train, self.seed, self.name = plan, size, train, seed, name
+        self._labels: deque = deque()  # (indices, labels) fed, in the order DALI returns them
+
+    def __len__(self) -> int:
+        return len(self.plan.loader.dataset)
+
+    def path(self, index: int) -> str:
+        return f"{self.name}[{index}]"
 
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
@@ -127,9 +148,7 @@ class _DatasetFeed:
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None):
         """The graph's inputs for a batch the plan yielded; SampleError for a bad item."""
-        raw, self._raw = self._raw, None
-        if raw is None or raw.indices is not indices:
-            raise RuntimeError("DaliEngine asked for feeds of a batch the plan did not yield")
+        raw = self.plan.take(indices)
         if raw.failures:
             index, reason = raw.failures[0]
             raise SampleError(f"sample {index} ({self.path(index)}): {reason}",
@@ -149,6 +168,10 @@ class _DatasetFeed:
                                f"indices {fed[:4].tolist()}... came back as {indices[:4]}...")
         return {"label": labels, "index": indices}
 
+    def reset(self) -> None:
+        """Forget labels of batches fed for a pass that ended (a new pass starts clean)."""
+        self._labels.clear()
+
 
 class DatasetLoader:
     """Batches of `{"image", "label", "index"}` from a user's Dataset and Sampler.
@@ -160,12 +183,12 @@ class DatasetLoader:
     worker there, as any torch DataLoader with persistent workers does.
     """
 
-    def __init__(self, feed: _DatasetFeed, engine: DaliEngine, sampler):
-        self._feed, self._engine, self.sampler = feed, engine, sampler
+    def __init__(self, plan: _DatasetPlan, feed: _DatasetFeed, engine: DaliEngine, sampler):
+        self._plan, self._feed, self._engine, self.sampler = plan, feed, engine, sampler
         self.epoch = 0
 
     def __len__(self) -> int:
-        return len(self._feed.loader)
+        return len(self._plan)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -174,18 +197,19 @@ class DatasetLoader:
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         epoch = self.epoch
+        self._feed.reset()
         try:
             for _, batch in self._engine.iterate(epoch, 0):
                 if batch is not None:
                     yield batch
         except Exception:  # a bad item or a DALI error: no workers left behind
-            self._feed.stop_workers()
+            self._plan.stop_workers()
             raise
         self.set_epoch(epoch + 1)
 
     def close(self) -> None:
         """Release the pipeline and the DataLoader workers (a later pass restarts them)."""
-        self._feed.stop_workers()
+        self._plan.stop_workers()
         self._engine.close()
 
     def __enter__(self) -> "DatasetLoader":
@@ -214,12 +238,12 @@ def dali_from_dataset(dataset: Dataset, sampler: Sampler | None = None, *,
     loader = DataLoader(EncodedItems(dataset), batch_size=batch_size, sampler=sampler,
                         num_workers=num_workers, collate_fn=collate_encoded,
                         drop_last=drop_last, persistent_workers=num_workers > 0)
-    feed = _DatasetFeed(loader, batch_size=batch_size, size=size, train=train, seed=seed,
-                        name=type(dataset).__name__)
+    plan = _DatasetPlan(loader, batch_size=batch_size)
+    feed = _DatasetFeed(plan, size=size, train=train, seed=seed, name=type(dataset).__name__)
     # No running ahead into the next epoch: the user's sampler decides what comes next.
-    engine = DaliEngine(feed, feed, device=dev, config=load_config(config),
+    engine = DaliEngine(feed, plan, device=dev, config=load_config(config),
                         guard=SampleGuard("raise"), run_ahead=False)
-    return DatasetLoader(feed, engine, sampler)
+    return DatasetLoader(plan, feed, engine, sampler)
 
 
 def _check_options(device, batch_size: int, size: int, num_workers: int) -> torch.device:

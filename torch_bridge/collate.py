@@ -1,7 +1,8 @@
 """Batching samples whose time axis differs in length: pad, and say where the padding is.
 
 The torch backend's counterpart of the DALI graphs' `fn.pad` (pad="variable" on the clip
-modalities): every field named in `time_fields` is padded along its first axis with zeros
+modalities): every field named in `time_fields` (a modality's `padded_fields`: the schema's
+fields with a time axis, `dali_pipes.schema.time_fields`) is padded along its first axis with zeros
 (False for booleans) to the longest sample of the batch, and the batch gains
   "length" int64 (B,)    real positions of each sample
   "mask"   bool  (B, T)  True at the first `length` positions
@@ -13,8 +14,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-
-TIME_FIELDS = ("frames", "timestamps", "imu", "imu_valid")
 
 
 def pad_batch(samples: Sequence[dict[str, torch.Tensor]], time_fields: Sequence[str],

@@ -30,10 +30,11 @@ import numpy as np
 import torch
 
 from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.inputs import check_feeds
 from torch_bridge.errors import SampleError, SampleGuard, Skipped
 from torch_bridge.feeders import BrokenProcessPool, FeedPool, known_bad_for
 from torch_bridge.modalities.base import SourceModality
-from torch_bridge.plan import EpochPlan
+from torch_bridge.protocols import BatchPlan, DaliFeed
 from torch_bridge.transfer import attach_meta, dali_to_torch
 
 
@@ -50,7 +51,7 @@ class _Fed:
 
 
 class DaliEngine:
-    def __init__(self, modality, plan: EpochPlan, *, device: torch.device,
+    def __init__(self, modality: DaliFeed, plan: BatchPlan, *, device: torch.device,
                  config: PipelineConfig, guard: SampleGuard, run_ahead: bool = True):
         self.modality, self.plan, self.device = modality, plan, device
         self.config, self.guard, self.run_ahead = config, guard, run_ahead
@@ -170,6 +171,7 @@ class DaliEngine:
             return
         if not batch:
             return
+        check_feeds(pipe, batch[0].feeds, type(self.modality).__name__)  # once per build
         while len(batch) < depth:
             batch.append(dataclasses.replace(batch[-1], epoch=-1, skips=[], padding=True))
             self._pending.append(batch[-1])

@@ -1,15 +1,17 @@
-"""The Loader every backend hands to a training loop, and make_loader() that builds it."""
+"""The Loader every backend hands to a training loop (torch_bridge.factory.make_loader builds
+it; importing make_loader from here keeps working)."""
 from __future__ import annotations
 
 import os
 import warnings
 import weakref
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator
 
 import torch
 
 from torch_bridge.errors import SampleGuard, Skipped
 from torch_bridge.plan import EpochPlan
+from torch_bridge.protocols import Engine
 
 STATE_VERSION = 1
 
@@ -22,7 +24,7 @@ class Loader:
     the batches yielded in it, and a loader given that state continues exactly there.
     """
 
-    def __init__(self, engine, plan: EpochPlan, guard: SampleGuard, *, modality: str,
+    def __init__(self, engine: Engine, plan: EpochPlan, guard: SampleGuard, *, modality: str,
                  backend: str):
         self._engine, self.plan, self._guard = engine, plan, guard
         self.modality, self.backend = modality, backend
@@ -192,68 +194,10 @@ def _local_gpu() -> int:
     return int(local)
 
 
-def _modality(name: str, data, seed: int, options: dict, device: torch.device):
-    if name == "image":
-        from torch_bridge.modalities.image import ImageModality
-        return ImageModality(data, seed=seed, **options)
-    if name == "hyperspectral":
-        from torch_bridge.modalities.hyperspectral import HyperspectralModality
-        return HyperspectralModality(data, seed=seed, device=str(device), **options)
-    if name == "video":
-        from dali_pipes.sources.video_frames import is_frame_folder_tree
-        if is_frame_folder_tree(data):  # extracted by `python -m dali_pipes.frames extract`
-            from torch_bridge.modalities.video_frames import FrameFolderModality
-            return FrameFolderModality(data, seed=seed, **options)
-        from torch_bridge.modalities.video import VideoModality
-        return VideoModality(data, seed=seed, **options)
-    if name == "fusion":
-        from torch_bridge.modalities.fusion import FusionModality
-        return FusionModality(data, seed=seed, **options)
-    raise ValueError(f"unknown modality {name!r}; expected image, video, hyperspectral "
-                     f"or fusion")
-
-
-def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], data, *,
-                backend: Literal["dali", "torch"] = "dali", batch_size: int = 64,
-                device: str = "cpu", shuffle: bool = True, seed: int = 0,
-                drop_last: bool = False, rank: int | None = None,
-                world_size: int | None = None, on_error: Literal["raise", "skip"] = "raise",
-                config=None, reference=None,
-                sampling: Literal["uniform", "class_balanced"] = "uniform",
-                min_per_source: int | None = None, **modality_options) -> Loader:
-    """A drop-in iterable of batch dicts; see CONTRACT.md for every option.
-
-    `sampling="class_balanced"`: each epoch draws as many samples as the data set holds,
-    with replacement, every class equally likely. `min_per_source` (with `data` a list of
-    folders): every batch on every rank holds at least that many samples of each source.
-    Both are deterministic under (seed, epoch) and resume exactly; they repeat samples, so
-    a pass no longer yields every index exactly once (see torch_bridge.sampling).
-
-    `config` (DALI backend): a decode preset name ("default", "throughput", "low_memory",
-    "exact"), a path to a preset TOML file, or a mapping of preset keys.
-    `reference` (torch backend): a ReferenceOptions or a mapping of its fields.
-    """
-    from torch_bridge.reference import ReferenceOptions
-    from torch_bridge.sampling import sampler_for
-
-    dev = resolve_device(device)
-    guard = SampleGuard(on_error)
-    mod = _modality(modality, data, seed, modality_options, dev)
-    rank, world_size = _resolve_rank(rank, world_size)
-    sampler = sampler_for(sampling, min_per_source, source=getattr(mod, "source", None),
-                          multi_source=isinstance(data, (list, tuple)),
-                          batch_size=batch_size, shuffle=shuffle)
-    plan = EpochPlan(len(mod), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
-                     rank=rank, world_size=world_size, sampler=sampler)
-    if backend == "dali":
-        from dali_pipes.pipelines.config import load_config
-        from torch_bridge.dali_engine import DaliEngine
-        engine = DaliEngine(mod, plan, device=dev, config=load_config(config), guard=guard)
-    elif backend == "torch":
-        from torch_bridge.reference import TorchEngine
-        opts = reference if isinstance(reference, ReferenceOptions) else \
-            ReferenceOptions(**(reference or {}))
-        engine = TorchEngine(mod, plan, device=dev, guard=guard, options=opts)
-    else:
-        raise ValueError(f"backend must be 'dali' or 'torch', got {backend!r}")
-    return Loader(engine, plan, guard, modality=modality, backend=backend)
+def __getattr__(name: str):
+    """`from torch_bridge.loader import make_loader` keeps working (it lives in
+    torch_bridge.factory, which imports this module)."""
+    if name == "make_loader":
+        from torch_bridge.factory import make_loader
+        return make_loader
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

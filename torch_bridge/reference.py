@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from torch_bridge import collate
 from torch_bridge.errors import SampleError, SampleGuard, Skipped
 from torch_bridge.plan import EpochPlan
+from torch_bridge.protocols import Modality
 from torch_bridge.transfer import attach_meta
 from torch_bridge.workers import start_workers, stop_workers
 
@@ -100,7 +101,7 @@ class _Collate:
 
 
 class TorchEngine:
-    def __init__(self, modality, plan: EpochPlan, *, device: torch.device,
+    def __init__(self, modality: Modality, plan: EpochPlan, *, device: torch.device,
                  guard: SampleGuard, options: ReferenceOptions = ReferenceOptions()):
         self.modality, self.plan, self.device, self.guard = modality, plan, device, guard
         # The modalities decode and resize with torchvision: imported here once, forked

@@ -61,8 +61,8 @@ def _model_step(name: str, device: str):
 
 
 def build_loader(args, data, device: str):
-    from torch_bridge import make_loader
-    extra = {"size": args.size} if args.modality == "image" else {}
+    from torch_bridge import make_loader, registry
+    extra = {"size": args.size} if "size" in registry.get(args.modality).options() else {}
     if args.backend == "dali":
         extra["config"] = args.config
     else:

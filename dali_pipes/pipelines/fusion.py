@@ -8,13 +8,13 @@ with False to the batch's longest clip, like the video fields, and "length" / "m
 """
 from __future__ import annotations
 
-import nvidia.dali.fn as fn
-import nvidia.dali.types as types
-
+from dali_pipes import schema
 from dali_pipes.pipelines import video
 from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
+from dali_pipes.pipelines.inputs import external_inputs
 
-OUTPUTS = video.OUTPUTS + ("imu", "imu_valid")
+INPUTS = schema.names(schema.FUSION_INPUTS)
+OUTPUTS = schema.GRAPH_OUTPUTS["fusion"]
 VARIABLE_OUTPUTS = OUTPUTS + video.LENGTH_OUTPUTS
 
 
@@ -29,8 +29,7 @@ def build_fusion_pipeline(*, device: str, batch_size: int, config: PipelineConfi
 
 def _graph(device: str, size, variable: bool):
     frames, timestamps = video.video_graph(device, size)
-    imu = fn.external_source(name="imu", dtype=types.FLOAT, ndim=2, no_copy=True)
-    valid = fn.external_source(name="imu_valid", dtype=types.BOOL, ndim=1, no_copy=True)
+    imu, valid = external_inputs(schema.IMU_INPUTS)
     if not variable:
         return frames, timestamps, imu, valid
     padded = (video.pad_time(frames), video.pad_time(timestamps, float64=True),

@@ -26,16 +26,23 @@ import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 from nvidia.dali import Pipeline
 
+from dali_pipes import schema
 from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
+from dali_pipes.pipelines.inputs import external_inputs
 
-AUGMENT_INPUTS = ("flip_h", "flip_v", "k")
-NORMALIZE_INPUTS = ("mean", "std")
-OUTPUTS = ("cube",)
+AUGMENT_INPUTS = schema.names(schema.AUGMENT_INPUTS)
+NORMALIZE_INPUTS = schema.names(schema.NORMALIZE_INPUTS)
+OUTPUTS = schema.GRAPH_OUTPUTS["hyperspectral"]
 
 
 def inputs(*, augment: bool, normalize: bool) -> tuple[str, ...]:
     """Names of the graph's inputs for these options."""
-    return ("cube",) + NORMALIZE_INPUTS * normalize + AUGMENT_INPUTS * augment
+    return schema.names(_declared(augment=augment, normalize=normalize))
+
+
+def _declared(*, augment: bool, normalize: bool) -> tuple[schema.Input, ...]:
+    return (schema.HYPERSPECTRAL_INPUTS + schema.NORMALIZE_INPUTS * bool(normalize)
+            + schema.AUGMENT_INPUTS * bool(augment))
 
 
 def build_hyperspectral_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
@@ -44,27 +51,26 @@ def build_hyperspectral_pipeline(*, device: Literal["cpu", "gpu"], batch_size: i
                                  device_id: int | None = None) -> Pipeline:
     """Define (not build) the graph; ``dtype`` is the numpy dtype of the fed patches."""
     return define_pipeline(_graph, device=device, batch_size=batch_size, config=config,
-                           device_id=device_id, dali_dtype=types.to_dali_type(np.dtype(dtype)),
+                           device_id=device_id, dtype=np.dtype(dtype).name,
                            augment=augment, normalize=normalize)
 
 
-def _graph(device: str, dali_dtype, augment: bool, normalize: bool):
+def _graph(device: str, dtype: str, augment: bool, normalize: bool):
     backend = device
-    cube = _input("cube", dali_dtype, 3, layout="CHW", backend=backend)
-    if dali_dtype != types.FLOAT:
+    nodes = dict(zip(inputs(augment=augment, normalize=normalize), external_inputs(
+        _declared(augment=augment, normalize=normalize), dtypes={"cube": dtype})))
+    cube = _on(nodes["cube"], backend)
+    if dtype != "float32":
         cube = fn.cast(cube, dtype=types.FLOAT, device=backend)
     if normalize:
-        mean = _input("mean", types.FLOAT, 3, backend=backend)
-        std = _input("std", types.FLOAT, 3, backend=backend)
-        cube = (cube - mean) / std
+        cube = (cube - _on(nodes["mean"], backend)) / _on(nodes["std"], backend)
     if augment:
-        flip_h, flip_v, k = (_input(name, types.INT32, 0) for name in AUGMENT_INPUTS)
+        flip_h, flip_v, k = (nodes[name] for name in AUGMENT_INPUTS)
         cube = dihedral(cube, flip_h, flip_v, k, backend=backend)
     return cube
 
 
-def _input(name: str, dtype, ndim: int, *, layout: str | None = None, backend: str = "cpu"):
-    node = fn.external_source(name=name, dtype=dtype, ndim=ndim, layout=layout, no_copy=True)
+def _on(node, backend: str):
     return node.gpu() if backend == "gpu" else node
 
 

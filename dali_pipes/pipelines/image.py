@@ -1,6 +1,6 @@
 """The image graph: region-of-interest JPEG decode, resize, flip + normalize.
 
-Inputs (fed by the loader through `external_source`, in this order per batch):
+Inputs (`dali_pipes.schema.IMAGE_INPUTS`, fed by the loader through `external_source`):
   "jpegs"  uint8 (n_bytes,)  encoded files
   "anchor" int32 (2,)        crop window top, left in source pixels (from the plan)
   "shape"  int32 (2,)        crop window height, width
@@ -18,12 +18,13 @@ import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 from nvidia.dali import Pipeline
 
+from dali_pipes import schema
 from dali_pipes.pipelines.config import PipelineConfig, check_device
+from dali_pipes.pipelines.inputs import external_inputs
+from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-INPUTS = ("jpegs", "anchor", "shape", "mirror")
-OUTPUTS = ("image",)
+INPUTS = schema.names(schema.IMAGE_INPUTS)
+OUTPUTS = schema.GRAPH_OUTPUTS["image"]
 
 
 def new_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, config: PipelineConfig,
@@ -42,10 +43,7 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
     pipe = new_pipeline(device=device, batch_size=batch_size, config=config,
                         device_id=device_id)
     with pipe:
-        jpegs, anchor, shape, mirror = (
-            fn.external_source(name=name, dtype=dtype, ndim=ndim, no_copy=True)
-            for name, dtype, ndim in (("jpegs", types.UINT8, 1), ("anchor", types.INT32, 1),
-                                      ("shape", types.INT32, 1), ("mirror", types.INT32, 0)))
+        jpegs, anchor, shape, mirror = external_inputs(schema.IMAGE_INPUTS)
         images = _decode_window(jpegs, anchor, shape, device, config)
         images = fn.resize(images, device=device, size=[size, size],
                            antialias=config.antialias,

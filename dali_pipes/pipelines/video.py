@@ -1,6 +1,6 @@
 """The video graph: per-sample choice of DALI decoding or frames decoded in the source.
 
-Inputs (fed by the loader through `external_source`, per batch):
+Inputs (`dali_pipes.schema.VIDEO_INPUTS`, fed through `external_source`, per batch):
   "video"           uint8 (n_bytes,)    encoded segment (`remux_segment`); 1 dummy byte for
                                         samples decoded in the source
   "decoded"         uint8 (T, H, W, 3)  frames decoded by PyAV (layout FHWC); a (1, 1, 1, 3)
@@ -37,16 +37,17 @@ from typing import Literal
 import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 
+from dali_pipes import schema
 from dali_pipes.formats.video import CPU_DECODABLE_CODECS
 from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
-from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
+from dali_pipes.pipelines.inputs import external_inputs
+from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
 # Codecs the "mixed" (NVDEC) video decoder takes; everything else is decoded by PyAV.
 GPU_DECODABLE_CODECS = frozenset({"h264", "hevc", "vp8", "vp9", "av1"})
-INPUTS = ("video", "decoded", "use_dali", "start_frame", "sequence_length", "stride",
-          "mirror", "timestamps")
-OUTPUTS = ("frames", "timestamps")
-LENGTH_OUTPUTS = ("length", "mask")  # appended to a graph's outputs with variable=True
+INPUTS = schema.names(schema.VIDEO_INPUTS)
+OUTPUTS = schema.GRAPH_OUTPUTS["video"]
+LENGTH_OUTPUTS = schema.LENGTH_OUTPUTS  # appended to a graph's outputs with variable=True
 VARIABLE_OUTPUTS = OUTPUTS + LENGTH_OUTPUTS
 
 
@@ -78,17 +79,9 @@ def check_size(size) -> None:
         raise ValueError(f"size must be None or (height, width) > 0, got {size!r}")
 
 
-def _input(name: str, dtype, ndim: int, layout: str | None = None):
-    return fn.external_source(name=name, dtype=dtype, ndim=ndim, layout=layout, no_copy=True)
-
-
 def video_graph(device: str, size):
-    video = _input("video", types.UINT8, 1)
-    decoded = _input("decoded", types.UINT8, 4, layout="FHWC")
-    use_dali = _input("use_dali", types.BOOL, 0)
-    start, length, stride, mirror = (_input(name, types.INT32, 0) for name in
-                                     ("start_frame", "sequence_length", "stride", "mirror"))
-    timestamps = _input("timestamps", types.FLOAT64, 1)
+    video, decoded, use_dali, start, length, stride, mirror, timestamps = external_inputs(
+        schema.VIDEO_INPUTS)
     if use_dali:
         frames = fn.decoders.video(video, device="cpu" if device == "cpu" else "mixed",
                                    start_frame=start, sequence_length=length, stride=stride,

@@ -28,17 +28,26 @@ from typing import Literal
 import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 
+from dali_pipes import schema
 from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
-from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
+from dali_pipes.pipelines.inputs import external_inputs
 from dali_pipes.pipelines.video import (LENGTH_OUTPUTS, check_size, length_and_mask,
                                         pad_time)
+from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
-OUTPUTS = ("frames", "timestamps")
+OUTPUTS = schema.GRAPH_OUTPUTS["video"]
 VARIABLE_OUTPUTS = OUTPUTS + LENGTH_OUTPUTS
 
 
+def inputs(clip_length: int, *, variable: bool = False) -> tuple[schema.Input, ...]:
+    """The graph's input declarations: T JPEGs, "mirror", "timestamps" (+ "length")."""
+    return (schema.frame_inputs(clip_length) + schema.CLIP_INPUTS
+            + (schema.LENGTH_INPUT,) * bool(variable))
+
+
 def frame_inputs(clip_length: int) -> tuple[str, ...]:
-    return tuple(f"jpeg_{t}" for t in range(clip_length))
+    """Names of the T encoded-frame inputs, "jpeg_0" .. "jpeg_{T-1}"."""
+    return schema.names(schema.frame_inputs(clip_length))
 
 
 def build_frames_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
@@ -54,21 +63,18 @@ def build_frames_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
 
 
 def frames_graph(device: str, size, clip_length: int, variable: bool = False):
+    *jpegs, mirror, timestamps = external_inputs(inputs(clip_length))
     decoded = []
-    for name in frame_inputs(clip_length):
-        jpeg = fn.external_source(name=name, dtype=types.UINT8, ndim=1, no_copy=True)
+    for jpeg in jpegs:
         image = fn.decoders.image(jpeg, device="cpu" if device == "cpu" else "mixed",
                                   output_type=types.RGB)
         if size is not None:
             image = fn.resize(image, device=device, size=list(size), antialias=True,
                               interp_type=types.INTERP_LINEAR)
         decoded.append(image)
-    mirror = fn.external_source(name="mirror", dtype=types.INT32, ndim=0, no_copy=True)
-    timestamps = fn.external_source(name="timestamps", dtype=types.FLOAT64, ndim=1,
-                                    no_copy=True)
     frames = fn.stack(*decoded, axis=0, axis_name="F")
     if variable:
-        length = fn.external_source(name="length", dtype=types.INT32, ndim=0, no_copy=True)
+        (length,) = external_inputs((schema.LENGTH_INPUT,))
         frames = fn.slice(frames, start=fn.stack(length * 0), shape=fn.stack(length),
                           axes=[0])
     frames = fn.crop_mirror_normalize(

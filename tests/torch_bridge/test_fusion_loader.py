@@ -1,6 +1,8 @@
-"""make_loader("fusion", ...) on both backends: video clips plus IMU aligned per frame."""
+"""make_loader("fusion", ...): the loader contract, and video clips plus IMU aligned per frame
+on both backends."""
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -10,22 +12,27 @@ import torch
 from bench.sample_fusion import CHANNELS, fusion_dataset, small_fusion_folder
 from dali_pipes.align import align_to_frames
 from dali_pipes.formats.imu import imu_path_for, read_imu, write_imu
-from dali_pipes.schema import schema_for
 from dali_pipes.sources.fusion import FusionFolderSource
+from tests.torch_bridge.contract import LoaderContract, truncate
 from torch_bridge import SampleError, make_loader
 
 T, STRIDE, OFFSET = 6, 2, 0.25
+
+
+class TestFusionContract(LoaderContract):
+    kind, main, sample_shape = "fusion", "frames", (4, 3, 16, 16)
+    exact = ("index", "label", "timestamps", "imu", "imu_valid", "source_id")
+    tolerance = 0.06  # normalized units, as for video
+
+    def break_samples(self, root, modality):
+        truncate(modality.path(1))
+        return {1}, re.escape(modality.path(1)), ""
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     return small_fusion_folder(tmp_path_factory.mktemp("fusion") / "f", n_videos=4,
                                clock_offset=OFFSET)
-
-
-@pytest.fixture(params=["dali", "torch"])
-def backend(request):
-    return request.param
 
 
 def _loader(data, backend, **kw):
@@ -56,17 +63,11 @@ def _expected(data, batch, **align):
     return torch.from_numpy(np.stack(values)), torch.from_numpy(np.stack(valid))
 
 
-def test_schema_shapes_and_fields(data, backend):
+def test_imu_fields_shapes(data, backend):
     batch = next(iter(_loader(data, backend)))
-    schema = schema_for("fusion")
-    assert set(batch) == set(schema)
-    for name, (dtype, layout) in schema.items():
-        assert batch[name].dtype == getattr(torch, dtype) and batch[name].dim() == len(layout)
     assert batch["imu"].shape == (3, T, len(CHANNELS)) and batch["imu_valid"].shape == (3, T)
     assert batch["frames"].shape[:2] == (3, T)
     assert batch["source_id"].tolist() == [0, 0, 0]
-    labels = FusionFolderSource(data).labels
-    assert batch["label"].tolist() == labels[batch["index"].numpy()].tolist()
 
 
 @pytest.mark.parametrize("method", ["linear", "previous", "nearest"])
@@ -99,13 +100,6 @@ def test_gap_and_edges_are_invalid(data, backend):
     assert plain["imu_valid"][row].numpy()[in_gap].all()
 
 
-def test_backends_agree(data):
-    dali = _all(_loader(data, "dali", seed=5, imu_method="nearest", max_gap=0.01))
-    ref = _all(_loader(data, "torch", seed=5, imu_method="nearest", max_gap=0.01))
-    for name in ("index", "timestamps", "imu", "imu_valid", "label", "source_id"):
-        assert torch.equal(dali[name], ref[name]), name
-
-
 def test_slerp_on_quaternion_channels(tmp_path, backend):
     data = small_fusion_folder(tmp_path / "q", n_videos=2)
     rng = np.random.default_rng(0)
@@ -117,13 +111,6 @@ def test_slerp_on_quaternion_channels(tmp_path, backend):
     values, valid = _expected(data, got, method="slerp")
     assert got["imu"].shape[-1] == 4 and torch.equal(got["imu"], values)
     assert got["imu_valid"].all()
-
-
-def test_multi_source_ids(tmp_path, backend):
-    a = small_fusion_folder(tmp_path / "a", n_videos=2)
-    b = small_fusion_folder(tmp_path / "b", n_videos=3, seed=1)
-    got = _all(_loader([a, b], backend, shuffle=False, batch_size=5))
-    assert got["source_id"].tolist() == [0, 0, 1, 1, 1]
 
 
 def _broken(tmp_path, data, how):
@@ -166,19 +153,6 @@ def test_channels_must_agree(tmp_path, data):
 def test_bad_options(data, option):
     with pytest.raises(ValueError, match=next(iter(option))):
         make_loader("fusion", data, **option)
-
-
-def test_resume_is_exact(data, backend):
-    full = list(_loader(data, backend, batch_size=2, seed=4))
-    loader = _loader(data, backend, batch_size=2, seed=4)
-    next(iter(loader))
-    resumed = _loader(data, backend, batch_size=2, seed=4)
-    resumed.load_state_dict(loader.state_dict())
-    rest = list(resumed)
-    assert len(rest) == len(full) - 1
-    for a, b in zip(full[1:], rest):
-        for name in ("index", "timestamps", "imu", "imu_valid", "frames"):
-            assert torch.equal(a[name], b[name]), name
 
 
 def test_sample_data_set_is_deterministic(tmp_path):

@@ -1,4 +1,5 @@
-"""make_loader("hyperspectral", ...) on both backends, against the values written to disk."""
+"""make_loader("hyperspectral", ...): the loader contract on ENVI/SPE scenes, and both backends
+against the values written to disk."""
 from __future__ import annotations
 
 import multiprocessing
@@ -12,8 +13,8 @@ import torch
 
 from bench.sample_hyperspectral import small_scene_folder
 from dali_pipes.formats import FormatError
-from dali_pipes.schema import schema_for
 from dali_pipes.sources.hyperspectral import patch_augment
+from tests.torch_bridge.contract import LoaderContract
 from torch_bridge import SampleError, make_loader
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.hyperspectral import HyperspectralModality
@@ -22,14 +23,22 @@ pytest.importorskip("spectral")
 P = 5
 
 
+class TestHyperspectralContract(LoaderContract):
+    kind, main, sample_shape = "hyperspectral", "cube", (4, 3, 3)
+    exact = ("index", "label", "position", "scene", "cube")  # flips and turns are exact
+
+    def break_samples(self, root, modality):
+        """Files are validated when the loader is made and opened on first read; a file
+        that breaks in between fails every sample of its scene, which on_error handles."""
+        data = root / "b.img"
+        data.write_bytes(data.read_bytes()[:-2])
+        bad = set(np.flatnonzero(modality.source.scene_ids == 1).tolist())
+        return bad, r"/b\.hdr", r"b\.img: data size"
+
+
 @pytest.fixture(scope="module")
 def scenes(tmp_path_factory):
     return small_scene_folder(tmp_path_factory.mktemp("hsi") / "scenes")
-
-
-@pytest.fixture(params=["dali", "torch"])
-def backend(request):
-    return request.param
 
 
 def _folder(scenes):
@@ -61,13 +70,8 @@ def _n_labeled(scenes):
     return sum(int((s["labels"] != 0).sum()) for s in scenes)
 
 
-def test_schema_labels_and_positions(scenes, backend):
+def test_labels_are_the_map_at_each_position(scenes, backend):
     batch = next(iter(_loader(_folder(scenes), backend)))
-    schema = schema_for("hyperspectral")
-    assert set(batch) == set(schema)
-    for name, (dtype, layout) in schema.items():
-        assert batch[name].dtype == getattr(torch, dtype), name
-        assert batch[name].dim() == len(layout), name
     assert batch["cube"].shape == (32, 12, P, P) and batch["position"].shape == (32, 2)
     for scene, (y, x), label in zip(batch["scene"].tolist(), batch["position"].tolist(),
                                     batch["label"].tolist()):
@@ -125,28 +129,12 @@ def test_normalize_backends_agree(scenes):
     assert centre.mean(dim=0).abs().max() < 0.2 and 0.8 < centre.std(dim=0).mean() < 1.2
 
 
-def test_resume_is_exact(scenes, backend):
-    reference = _loader(_folder(scenes), backend, seed=2)
-    reference.set_epoch(1)
-    full = list(reference)
-    loader = _loader(_folder(scenes), backend, seed=2)
-    loader.set_epoch(1)
-    it = iter(loader)
-    next(it), next(it)
-    resumed = _loader(_folder(scenes), backend, seed=2)
-    resumed.load_state_dict(loader.state_dict())
-    rest = list(resumed)
-    assert len(rest) == len(full) - 2
-    for a, b in zip(full[2:], rest):
-        assert torch.equal(a["index"], b["index"]) and torch.equal(a["cube"], b["cube"])
-
-
-def test_multiple_folders_hold_source_id(tmp_path, backend):
+def test_scenes_are_numbered_across_folders(tmp_path, backend):
     a = small_scene_folder(tmp_path / "one", lines=6, samples=7, bands=4)
     b = small_scene_folder(tmp_path / "two", lines=5, samples=6, bands=4, seed=1)
     out = _all(_loader([_folder(a), _folder(b)], backend, shuffle=False))
-    assert out["source_id"].tolist() == [0] * _n_labeled(a) + [1] * _n_labeled(b)
-    assert out["scene"].max().item() == 5
+    assert out["scene"].tolist() == sorted(out["scene"].tolist())
+    assert out["scene"].max().item() == 5 and out["source_id"].max().item() == 1
 
 
 def test_reference_with_workers_matches_in_process(scenes):
@@ -169,33 +157,6 @@ def test_bad_files_and_options_fail_on_make_loader(tmp_path):
     data.write_bytes(data.read_bytes()[:4200])  # header and part of the frames
     with pytest.raises(FormatError, match=r"c\.spe"):
         make_loader("hyperspectral", _folder(scenes))
-
-
-def _truncate_after_make_loader(tmp_path, backend, on_error, **kw):
-    """Files are validated when the loader is made and opened on first read; a file that
-    breaks in between fails its samples, which on_error handles."""
-    scenes = small_scene_folder(tmp_path / "s", lines=6, samples=7, bands=4)
-    loader = _loader(_folder(scenes), backend, on_error=on_error, batch_size=8, **kw)
-    data = _folder(scenes) / "b.img"
-    data.write_bytes(data.read_bytes()[:-2])
-    return scenes, loader
-
-
-def test_on_error_skip_counts_every_sample_of_a_broken_scene(tmp_path, backend):
-    scenes, loader = _truncate_after_make_loader(tmp_path, backend, "skip")
-    seen = _all(loader)["index"].tolist()
-    n_a, n_b = (int((s["labels"] != 0).sum()) for s in scenes[:2])
-    broken = set(range(n_a, n_a + n_b))
-    assert sorted(seen) == sorted(set(range(_n_labeled(scenes))) - broken)
-    assert {s.index for s in loader.skipped} == broken and len(loader.skipped) == n_b
-    assert all(s.path.endswith("b.hdr") and "data size" in s.reason for s in loader.skipped)
-
-
-def test_on_error_raise_names_file_and_index(tmp_path, backend):
-    scenes, loader = _truncate_after_make_loader(tmp_path, backend, "raise", shuffle=False)
-    first_b = int((scenes[0]["labels"] != 0).sum())
-    with pytest.raises(SampleError, match=rf"sample {first_b} \(.*b\.hdr\).*b\.img"):
-        list(loader)
 
 
 @pytest.mark.gpu

@@ -1,5 +1,8 @@
-"""make_loader("video", ...) on both backends, against PyAV decodes and the probe."""
+"""make_loader("video", ...): the loader contract on video files, and both backends against
+PyAV decodes and the probe."""
 from __future__ import annotations
+
+import re
 
 import av
 import numpy as np
@@ -9,24 +12,29 @@ import torch
 from bench.sample_video import small_video_folder, synthetic_frames, write_video
 from dali_pipes.augment import flips
 from dali_pipes.formats.video import decode_frames_pyav, probe_video
-from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
-from dali_pipes.schema import schema_for
+from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 from dali_pipes.sources.video import VideoFolderSource
-from torch_bridge import SampleError, make_loader
+from tests.torch_bridge.contract import LoaderContract, truncate
+from torch_bridge import make_loader
 
 MEAN = torch.tensor(IMAGENET_MEAN).view(3, 1, 1) * 255
 STD = torch.tensor(IMAGENET_STD).view(3, 1, 1) * 255
 T, STRIDE = 6, 2
 
 
+class TestVideoContract(LoaderContract):
+    kind, main, sample_shape = "video", "frames", (4, 3, 16, 16)
+    exact = ("index", "label", "timestamps")
+    tolerance = 0.06  # normalized units: DALI's and swscale's YUV->RGB and resizers differ
+
+    def break_samples(self, root, modality):
+        truncate(modality.path(1))
+        return {1}, re.escape(modality.path(1)), ""
+
+
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory):
     return small_video_folder(tmp_path_factory.mktemp("video") / "v", n_videos=5)
-
-
-@pytest.fixture(params=["dali", "torch"])
-def backend(request):
-    return request.param
 
 
 def _loader(data, backend, **kw):
@@ -52,15 +60,9 @@ def _pyav(path, frames):
     return torch.from_numpy(decode_frames_pyav(path, frames)[0]).permute(0, 3, 1, 2).float()
 
 
-def test_schema_shapes_and_labels(videos, backend):
+def test_non_square_size(videos, backend):
     batch = next(iter(_loader(videos, backend, size=(24, 32))))
-    schema = schema_for("video")
-    assert set(batch) == set(schema)
-    for name, (dtype, layout) in schema.items():
-        assert batch[name].dtype == getattr(torch, dtype) and batch[name].dim() == len(layout)
     assert batch["frames"].shape == (4, T, 3, 24, 32) and batch["timestamps"].shape == (4, T)
-    labels = VideoFolderSource(videos).labels
-    assert batch["label"].tolist() == labels[batch["index"].numpy()].tolist()
 
 
 def test_every_index_once_with_clips_per_video(videos, backend):
@@ -121,38 +123,6 @@ def test_h264_loads_on_cpu_through_the_fallback(tmp_path):
     assert sorted(dali["index"].tolist()) == [0, 1, 2]
     assert torch.equal(dali["timestamps"], ref["timestamps"])
     assert (_pixels(dali["frames"]) - _pixels(ref["frames"])).abs().mean() < 3.0
-
-
-def _with_corrupt(tmp_path):
-    small_video_folder(tmp_path / "v", n_videos=4, n_classes=2)
-    bad = tmp_path / "v" / "class_1" / "vid_0001.webm"  # index 2 in listing order
-    bad.write_bytes(bad.read_bytes()[:40])
-    return tmp_path / "v"
-
-
-def test_corrupt_video_raise_names_file_and_index(tmp_path, backend):
-    loader = _loader(_with_corrupt(tmp_path), backend, on_error="raise", shuffle=False)
-    with pytest.raises(SampleError, match=r"sample 2 \(.*vid_0001\.webm\)"):
-        list(loader)
-
-
-def test_corrupt_video_skip_completes_the_epoch(tmp_path, backend):
-    loader = _loader(_with_corrupt(tmp_path), backend, on_error="skip", batch_size=2)
-    assert sorted(_all(loader)["index"].tolist()) == [0, 1, 3]
-    assert [(s.index, s.path.endswith("vid_0001.webm")) for s in loader.skipped] == [(2, True)]
-
-
-def test_resume_is_exact(videos, backend):
-    full = list(_loader(videos, backend, seed=2, batch_size=2))
-    loader = _loader(videos, backend, seed=2, batch_size=2)
-    it = iter(loader)
-    next(it)
-    resumed = _loader(videos, backend, seed=2, batch_size=2)
-    resumed.load_state_dict(loader.state_dict())
-    rest = list(resumed)
-    assert len(rest) == len(full) - 1
-    for a, b in zip(full[1:], rest):
-        assert torch.equal(a["index"], b["index"]) and torch.equal(a["frames"], b["frames"])
 
 
 def test_multiple_folders_and_native_resolution_mismatch(tmp_path):

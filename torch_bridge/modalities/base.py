@@ -2,6 +2,28 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
+
+from dali_pipes.schema import pixel_mean_std
+
+# The normalisation of RGB pixels both backends apply (the DALI graphs take the same
+# values from dali_pipes.schema): (x - mean) / std on the 0..255 scale, channels at dim 1.
+PIXEL_MEAN, PIXEL_STD = (torch.tensor(v).view(1, 3, 1, 1) for v in pixel_mean_std())
+
+
+def normalize_pixels(pixels: torch.Tensor) -> torch.Tensor:
+    """uint8 (or float) pixels (B, 3, H, W) or (B, T, 3, H, W) -> normalized float32.
+
+    Args:
+        pixels: RGB values on the 0..255 scale, channels at dim -3.
+
+    Returns:
+        A new float32 tensor on the same device.
+    """
+    mean, std = PIXEL_MEAN.to(pixels.device), PIXEL_STD.to(pixels.device)
+    if pixels.dim() == 5:
+        mean, std = mean[None], std[None]
+    return (pixels.float() - mean) / std
 
 
 def aug_keys(indices, keys=None) -> np.ndarray:
@@ -16,6 +38,8 @@ class SourceModality:
     Subclasses set `self.source` (with `labels`, `source_ids`, `path(i)`, `len()`) and call
     `_set_source`; `_extra_meta` adds their own per-sample fields.
     """
+
+    padded_fields: tuple[str, ...] = ()  # fields the torch collate pads along time
 
     def _set_source(self, source, data) -> None:
         self.source = source

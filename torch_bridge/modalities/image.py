@@ -9,10 +9,7 @@ from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.image import ImageFolderSource
 from torch_bridge.errors import SampleGuard
-from torch_bridge.modalities.base import SourceModality, aug_keys
-
-_MEAN = torch.tensor(image_graph.IMAGENET_MEAN).view(1, 3, 1, 1) * 255
-_STD = torch.tensor(image_graph.IMAGENET_STD).view(1, 3, 1, 1) * 255
+from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 
 
 class ImageModality(SourceModality):
@@ -73,7 +70,5 @@ class ImageModality(SourceModality):
 
     def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Batch-level work on the target device: uint8 -> normalized float32."""
-        image = batch["image"]
-        mean, std = _MEAN.to(image.device), _STD.to(image.device)
-        batch["image"] = (image.float() - mean) / std
+        batch["image"] = normalize_pixels(batch["image"])
         return batch

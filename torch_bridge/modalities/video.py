@@ -29,11 +29,10 @@ from dali_pipes.augment import flips
 from dali_pipes.clips import LoaderPad, check_loader_pad
 from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.schema import time_fields
 from dali_pipes.sources.video import VideoFolderSource
-from torch_bridge.collate import TIME_FIELDS
 from torch_bridge.errors import SampleGuard
-from torch_bridge.modalities.base import SourceModality, aug_keys
-from torch_bridge.modalities.image import _MEAN, _STD
+from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
 _DUMMY_BYTES = np.zeros(1, np.uint8)
@@ -81,7 +80,7 @@ class ClipModality(SourceModality):
     @property
     def padded_fields(self) -> tuple[str, ...]:
         """Fields the torch collate pads along time (none unless pad="variable")."""
-        return TIME_FIELDS if self.variable else ()
+        return time_fields(self.name) if self.variable else ()
 
     def _make_source(self, data, **clip_options):
         return self.source_class(data, **clip_options)
@@ -115,9 +114,7 @@ class ClipModality(SourceModality):
     def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Batch-level work on the target device: uint8 -> normalized float32 (padded frames
         stay exactly 0, as the DALI graph pads after normalizing)."""
-        frames = batch["frames"]
-        mean, std = _MEAN.to(frames.device)[None], _STD.to(frames.device)[None]
-        batch["frames"] = (frames.float() - mean) / std
+        batch["frames"] = normalize_pixels(batch["frames"])
         if "mask" in batch:
             batch["frames"].masked_fill_(~batch["mask"][:, :, None, None, None], 0.0)
         return batch

@@ -1,0 +1,51 @@
+"""The layering DESIGN.md promises, checked in fresh interpreters through sys.modules: the
+numpy layers (formats, sources, augment, align, the plan, the schema) import neither torch nor
+DALI, and the graph builders (dali_pipes/pipelines) never import torch."""
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCH, DALI = "torch", "nvidia.dali"
+
+
+def _modules(package: str) -> list[str]:
+    path = ROOT.joinpath(*package.split("."))
+    return [package] + [f"{package}.{m.name}" for m in pkgutil.iter_modules([str(path)])]
+
+
+NUMPY_ONLY = (_modules("dali_pipes.formats") + _modules("dali_pipes.sources")
+              + ["dali_pipes.augment", "dali_pipes.align", "dali_pipes.schema",
+                 "torch_bridge.plan", "torch_bridge.registry"])
+GRAPHS = [m for m in _modules("dali_pipes.pipelines") if m != "dali_pipes.pipelines"]
+
+
+def _imported(modules: list[str]) -> list[str]:
+    """Which of torch / DALI a new interpreter holds after importing `modules` (all of them:
+    what none pulls in together, none pulls in alone)."""
+    code = (f"import importlib, json, sys\nfor name in {modules!r}: importlib.import_module(name)\n"
+            f"print(json.dumps(sorted(m for m in ({TORCH!r}, {DALI!r}) if m in sys.modules)))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_numpy_layers_import_neither_torch_nor_dali():
+    assert len(NUMPY_ONLY) > 15
+    assert _imported(NUMPY_ONLY) == []
+
+
+def test_graph_builders_never_import_torch():
+    assert {"dali_pipes.pipelines.image", "dali_pipes.pipelines.inputs"} <= set(GRAPHS)
+    assert _imported(GRAPHS) == [DALI]
+
+
+def test_the_check_sees_an_import_of_torch():
+    """The same probe on a module that does import torch reports it (the check can fail)."""
+    assert _imported(["dali_pipes.augment", "torch_bridge.collate"]) == [TORCH]

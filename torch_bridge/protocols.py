@@ -1,0 +1,162 @@
+"""The declared seams between plans, modalities and engines (`typing.Protocol`s).
+
+    BatchPlan     what an engine reads from a plan (`EpochPlan`, the Dataset adapter's plan)
+    DaliFeed      what `DaliEngine` calls on a modality: graph, feeds, meta, paths
+    Modality      a registered modality: DaliFeed plus the torch reference path and source
+    Engine        what `Loader` drives: `iterate(epoch, start)` and `close()`
+
+All are `runtime_checkable`, so `isinstance(x, Modality)` checks that every member exists
+(not their signatures); tests/torch_bridge/test_protocols.py asserts that every registered
+modality, both engines and the adapter's feed and plan conform.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+Feeds = dict  # graph input name -> one batch of arrays (a list, or one dense array)
+
+
+@runtime_checkable
+class BatchPlan(Protocol):
+    """The order an engine follows: batches of dataset indices for (epoch, rank)."""
+
+    batch_size: int
+    rank: int
+    world_size: int
+
+    def __len__(self) -> int:
+        """Batches per epoch on this rank."""
+        ...
+
+    def keyed_batches(self, epoch: int, start: int = 0
+                      ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """The batches of one pass.
+
+        Args:
+            epoch: the epoch whose order is wanted.
+            start: the first batch position to yield.
+
+        Returns:
+            An iterator of (position, int64 indices, int64 augmentation keys).
+        """
+        ...
+
+
+@runtime_checkable
+class DaliFeed(Protocol):
+    """What `DaliEngine` calls: it builds the graph, feeds each batch's inputs and attaches
+    the fields that bypass the graph. Must not change when `build_pipeline` is called."""
+
+    dali_outputs: Sequence[str]
+
+    def __len__(self) -> int:
+        """Samples in the data set."""
+        ...
+
+    def path(self, index: int) -> str:
+        """The file (or item name) of sample `index`, for error messages."""
+        ...
+
+    def build_pipeline(self, *, device: str, batch_size: int, config: Any,
+                       device_id: int | None = None) -> Any:
+        """Define (not build) the modality's DALI graph.
+
+        Args:
+            device: "cpu" (DALI's CPU backend) or "gpu".
+            batch_size: samples per batch.
+            config: a `PipelineConfig` (decode preset).
+            device_id: the GPU, or None on the CPU backend.
+
+        Returns:
+            A `nvidia.dali.Pipeline` whose outputs are `dali_outputs`, in order.
+        """
+        ...
+
+    def feeds(self, epoch: int, indices: np.ndarray, guard: Any, keys: Any = None
+              ) -> tuple[Feeds, np.ndarray]:
+        """Read a batch and compute its parameters.
+
+        Args:
+            epoch: the plan's epoch (augmentation parameters depend on it).
+            indices: int64 dataset indices of the batch.
+            guard: the `SampleGuard` that records or raises per-sample failures.
+            keys: the plan's augmentation keys (None: the indices).
+
+        Returns:
+            (graph input name -> arrays of the kept samples, int64 kept indices); the names
+            equal the graph's inputs whenever any sample is kept.
+        """
+        ...
+
+    def meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """Fields that bypass the graph (label, index, ...).
+
+        Args:
+            indices: int64 indices of a batch's kept samples, in output order.
+
+        Returns:
+            name -> numpy array with one row per index.
+        """
+        ...
+
+
+@runtime_checkable
+class Modality(DaliFeed, Protocol):
+    """A registered modality: the DALI feed, plus what `TorchEngine`, `Loader` and the
+    samplers use. Instances pickle (spawned workers receive them)."""
+
+    name: str
+    source: Any  # index-addressable source: len(), labels, source_ids, path(i)
+
+    @property
+    def padded_fields(self) -> tuple[str, ...]:
+        """Fields the torch collate pads along their time axis (empty: stack as is)."""
+        ...
+
+    def load(self, epoch: int, index: int, key: int | None = None) -> dict[str, Any]:
+        """One sample for the torch reference path, in a DataLoader worker.
+
+        Args:
+            epoch: the plan's epoch.
+            index: the dataset index.
+            key: the plan's augmentation key (None: the index).
+
+        Returns:
+            name -> torch tensor (uint8 pixels; `finish` normalizes).
+        """
+        ...
+
+    def finish(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Batch-level work on the target device (normalisation).
+
+        Args:
+            batch: the collated batch, name -> tensor on the device.
+
+        Returns:
+            The batch, with the graph's output fields as the DALI backend returns them.
+        """
+        ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Runs a plan through a backend; `Loader` keeps the pass state around it."""
+
+    def iterate(self, epoch: int, start: int) -> Iterator[tuple[int, dict | None]]:
+        """The batches of one pass.
+
+        Args:
+            epoch: the epoch to run.
+            start: the first batch position (non-zero when resuming).
+
+        Returns:
+            An iterator of (position, batch dict of tensors, or None when every sample of
+            that batch was skipped).
+        """
+        ...
+
+    def close(self) -> None:
+        """Stop workers and release the pipeline; a later `iterate` starts them again."""
+        ...

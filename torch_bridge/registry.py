@@ -1,0 +1,150 @@
+"""One registry naming every modality once: name -> spec.
+
+A spec says where everything of a modality lives: its kinds (one modality class each, the
+first whose `detect(data)` holds is used: "video" over frame folders is the "frames" kind of
+the "video" modality), its batch schema, its options with their defaults (read from the
+class's constructor), the built-in sample data set `bench/compare.py` makes and the tiny data
+set tests write. `make_loader`, `bench/compare.py`, `bench/run_one.py`,
+`bench/diagnosis/loop.py` and the test fixtures all read it.
+
+Classes and writers are named as "module:attribute" and imported on first use, so reading
+the registry (e.g. for command-line choices) imports neither DALI nor the modalities.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from dali_pipes.schema import schema_for
+
+_NOT_OPTIONS = ("self", "data", "seed", "device")
+
+
+def _resolve(ref: str) -> Any:
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One modality class over one kind of data.
+
+    `cls`, `detect` (a predicate on `data`; None: the fallback kind) and `tiny` (a
+    `write(root, source) -> Path` test-data writer) are "module:attribute" names;
+    `tiny_options` are make_loader options that keep batches of the tiny data small."""
+
+    name: str
+    cls: str
+    tiny: str
+    tiny_options: Mapping[str, Any] = field(default_factory=dict)
+    detect: str | None = None
+
+    def modality_class(self) -> type:
+        """The modality class (imported on first use)."""
+        return _resolve(self.cls)
+
+    def tiny_writer(self) -> Callable:
+        """The tiny test-data writer (imported on first use)."""
+        return _resolve(self.tiny)
+
+    def matches(self, data) -> bool:
+        """Whether this kind reads `data` (always, for a kind without `detect`)."""
+        return self.detect is None or bool(_resolve(self.detect)(data))
+
+
+@dataclass(frozen=True)
+class ModalitySpec:
+    """Everything the project knows about one user-facing modality name."""
+
+    name: str
+    kinds: tuple[Kind, ...]
+    sample: str  # "module:function" making the built-in sample data set (cached)
+    sample_note: str  # what the progress bar says while it makes it
+    takes_device: bool = False  # the constructor wants the loader's device
+
+    def schema(self, *, multi_source: bool = False, variable: bool = False
+               ) -> dict[str, tuple[str, str]]:
+        """The batch schema (`dali_pipes.schema.schema_for`)."""
+        return schema_for(self.name, multi_source=multi_source, variable=variable)
+
+    def options(self) -> dict[str, Any]:
+        """Every modality option (of all kinds) with its default."""
+        out: dict[str, Any] = {}
+        for kind in self.kinds:
+            for name, param in inspect.signature(kind.modality_class()).parameters.items():
+                if name not in _NOT_OPTIONS and param.kind is param.KEYWORD_ONLY:
+                    out.setdefault(name, param.default)
+        return out
+
+    def kind_for(self, data) -> Kind:
+        """The first kind whose `detect` accepts `data`."""
+        return next(kind for kind in self.kinds if kind.matches(data))
+
+    def sample_maker(self) -> Callable:
+        """The built-in sample data maker: `make(progress=None) -> Path`."""
+        return _resolve(self.sample)
+
+    def create(self, data, *, seed: int, device: str, options: Mapping[str, Any]):
+        """The modality object for `data`.
+
+        Args:
+            data: the folder(s) the user gave.
+            seed: the loader's seed.
+            device: the loader's device, as a string.
+            options: the modality options make_loader received.
+
+        Returns:
+            A `torch_bridge.protocols.Modality`.
+        """
+        valid = self.options()
+        unknown = [name for name in options if name not in valid]
+        if unknown:
+            raise ValueError(f"unknown option{'s' * (len(unknown) > 1)} {', '.join(unknown)} "
+                             f"for modality {self.name!r}; valid options: "
+                             + ", ".join(f"{k}={v!r}" for k, v in valid.items()))
+        extra = {"device": device} if self.takes_device else {}
+        return self.kind_for(data).modality_class()(data, seed=seed, **extra, **options)
+
+
+_CLIP = dict(batch_size=2, clip_length=4, stride=2, size=16)
+
+REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
+    ModalitySpec("image", (Kind("image", "torch_bridge.modalities.image:ImageModality",
+                                "bench.tiny_data:image", dict(batch_size=4, size=16)),),
+                 "bench.sample_data:image_dataset", "creating sample JPEGs (first run only)"),
+    ModalitySpec("video", (
+        Kind("frames", "torch_bridge.modalities.video_frames:FrameFolderModality",
+             "bench.tiny_data:frames", _CLIP,
+             detect="dali_pipes.sources.video_frames:is_frame_folder_tree"),
+        Kind("video", "torch_bridge.modalities.video:VideoModality",
+             "bench.tiny_data:video", _CLIP)),
+        "bench.sample_video:video_dataset", "creating sample VP9 clips (first run only)"),
+    ModalitySpec("hyperspectral", (
+        Kind("hyperspectral", "torch_bridge.modalities.hyperspectral:HyperspectralModality",
+             "bench.tiny_data:hyperspectral", dict(batch_size=16, patch_size=3)),),
+        "bench.sample_hyperspectral:hyperspectral_dataset",
+        "creating sample ENVI and SPE scenes (first run only)", takes_device=True),
+    ModalitySpec("fusion", (
+        Kind("fusion", "torch_bridge.modalities.fusion:FusionModality",
+             "bench.tiny_data:fusion", dict(_CLIP, imu_offset=0.25)),),
+        "bench.sample_fusion:fusion_dataset",
+        "creating sample VP9 clips with 200 Hz IMU (first run only)"),
+)}
+
+# Every kind by its own name ("frames": the video modality over frame folders).
+KINDS: dict[str, tuple[ModalitySpec, Kind]] = {
+    kind.name: (spec, kind) for spec in REGISTRY.values() for kind in spec.kinds}
+
+
+def names() -> tuple[str, ...]:
+    """The user-facing modality names, in registry order."""
+    return tuple(REGISTRY)
+
+
+def get(name: str) -> ModalitySpec:
+    """The spec of modality `name`; ValueError listing the known names otherwise."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown modality {name!r}; expected one of {', '.join(REGISTRY)}")
+    return REGISTRY[name]
