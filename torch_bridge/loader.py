@@ -54,7 +54,7 @@ class Loader:
         its position, so a resumed loop may call set_epoch as usual. Choosing another epoch
         ends an elastic resume: every later epoch is a whole one."""
         if epoch != self.epoch:
-            self.epoch, self._resume_from = int(epoch), 0
+            self.epoch, self._resume_from, self._consumed = int(epoch), 0, 0
             if self.plan.resumed is not None:
                 self._engine.close()  # what is in flight may be of the resumed layout
                 self.plan.set_resumed(None)
