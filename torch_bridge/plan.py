@@ -131,8 +131,9 @@ class EpochPlan:
         `batch_size`, `drop_last`) consumed `consumed` batches of `span` of the epoch's
         order (None: all of it); ValueError when this plan's sampler ties the order to
         the layout."""
-        if getattr(self.sampler, "order_depends_on_layout", self.sampler is not None):
-            options = ", ".join(f"{k}={v!r}" for k, v in self.sampler.describe().items())
+        sampler = self.sampler
+        if sampler is not None and getattr(sampler, "order_depends_on_layout", True):
+            options = ", ".join(f"{k}={v!r}" for k, v in sampler.describe().items())
             raise ValueError(
                 f"{options or 'this sampler'} lays each epoch out for one world size and "
                 f"batch size: a state saved mid-epoch under world_size={world_size}, "

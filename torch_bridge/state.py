@@ -67,11 +67,7 @@ def read_state(state: dict[str, Any]) -> SavedState:
     if not isinstance(order, dict) or not isinstance(state.get("fingerprint"), str):
         raise ValueError("load_state_dict: a version-2 state needs 'order' (a dict) and "
                          "'fingerprint' (a str)")
-    layout = (_int_field(state, "world_size", low=1), _int_field(state, "batch_size", low=1),
-              state.get("drop_last"))
-    if not isinstance(layout[2], bool):
-        raise ValueError(f"load_state_dict: state['drop_last'] is {layout[2]!r}, not a bool")
-    return SavedState(epoch, consumed, layout, dict(order),
+    return SavedState(epoch, consumed, _layout(state, "state"), dict(order),
                       fingerprint(order) == state["fingerprint"], _span(state.get("resumed")),
                       legacy)
 
@@ -82,19 +78,25 @@ def _read_v1(state: dict, epoch: int, consumed: int, legacy: dict) -> SavedState
     if "fingerprint" not in state or not isinstance(order, dict):
         return SavedState(epoch, consumed, None, None, True, None, legacy)
     ok = fingerprint(order) == state["fingerprint"]
-    layout = tuple(order.get(k) for k in LAYOUT_KEYS)
-    if not (all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
-                for v in layout[:2]) and isinstance(layout[2], bool)):
-        raise ValueError(f"load_state_dict: state['order'] holds world_size, batch_size, "
-                         f"drop_last = {layout!r}; expected two positive ints and a bool")
     rest = {k: v for k, v in order.items() if k not in LAYOUT_KEYS}
-    return SavedState(epoch, consumed, layout, rest, ok, None, legacy)
+    return SavedState(epoch, consumed, _layout(order, "state['order']"), rest, ok, None,
+                      legacy)
 
 
-def _int_field(state: dict, key: str, *, low: int = 0) -> int:
-    value = state.get(key)
+def _layout(fields: dict, where: str) -> tuple[int, int, bool]:
+    """(world_size, batch_size, drop_last) from `fields` (named `where` in errors)."""
+    drop_last = fields.get("drop_last")
+    if not isinstance(drop_last, bool):
+        raise ValueError(f"load_state_dict: {where}['drop_last'] is {drop_last!r}, not a "
+                         f"bool")
+    return (_int_field(fields, "world_size", low=1, where=where),
+            _int_field(fields, "batch_size", low=1, where=where), drop_last)
+
+
+def _int_field(fields: dict, key: str, *, low: int = 0, where: str = "state") -> int:
+    value = fields.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"load_state_dict: state[{key!r}] is {value!r}; expected an int "
+        raise ValueError(f"load_state_dict: {where}[{key!r}] is {value!r}; expected an int "
                          f">= {low}")
     return value
 

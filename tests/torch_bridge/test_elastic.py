@@ -120,7 +120,7 @@ def test_a_state_saved_during_a_resumed_epoch_resumes_again(folder, backend):
         loader.close()
     assert saved[0]["resumed"] == {"start": 8, "stop": N}
     assert saved[0]["num_batches"] == 2 and saved[0]["batches_consumed"] == 1
-    for rank, loader in enumerate(three):  # the same layout: exactly where it stopped
+    for rank in range(3):  # the same layout: exactly where it stopped
         again = _loader(folder, backend, rank=rank, world_size=3, batch_size=1)
         again.load_state_dict(saved[0])
         assert [i for i, _ in _samples(again)] == rest_of_three[rank]
