@@ -133,6 +133,20 @@ def test_a_state_saved_during_a_resumed_epoch_resumes_again(folder, backend):
     assert len(rest) == N - 2 * 2 * STOP - 3
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_state_saved_after_the_last_batch_leaves_an_empty_epoch(folder, backend):
+    old = _loader(folder, backend, rank=0, world_size=2, batch_size=2)
+    batches = iter(old)
+    for _ in range(len(old)):
+        next(batches)  # the last batch taken, the pass not yet ended
+    state = old.state_dict()
+    assert state["batches_consumed"] == len(old) and state["epoch"] == 0
+    new = _loader(folder, backend, rank=2, world_size=3, batch_size=3)
+    new.load_state_dict(state)
+    assert len(new) == 0 and list(new) == [] and new.epoch == 1
+    assert len(_samples(new)) == len(new.plan.rank_indices(1)) == 5  # then whole epochs
+
+
 def test_choosing_another_epoch_ends_the_elastic_resume(folder):
     _, _, state = _old_ranks(folder, "torch")
     loader = _loader(folder, "torch", rank=0, world_size=1, batch_size=4)
