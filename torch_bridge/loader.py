@@ -12,8 +12,8 @@ import torch
 from torch_bridge.errors import SampleGuard, Skipped
 from torch_bridge.plan import EpochPlan
 from torch_bridge.protocols import Engine
-
-STATE_VERSION = 1
+from torch_bridge.state import (STATE_VERSION, fingerprint, order_differences, read_state,
+                                resume_point)
 
 
 class Loader:
@@ -21,7 +21,9 @@ class Loader:
 
     `len()` is the batches per epoch on this rank. A full pass advances the epoch by one;
     `set_epoch(e)` chooses the epoch of the next pass. `state_dict()` records the epoch and
-    the batches yielded in it, and a loader given that state continues exactly there.
+    the batches yielded in it, and a loader given that state continues exactly there; a
+    loader with another world size or batch size continues with what the saved ranks had
+    not yet yielded of that epoch (elastic resume, see `load_state_dict`).
     """
 
     def __init__(self, engine: Engine, plan: EpochPlan, guard: SampleGuard, *, modality: str,
@@ -38,7 +40,11 @@ class Loader:
         self._finalizer = weakref.finalize(self, _close_engine, engine)
 
     def __len__(self) -> int:
-        return len(self.plan)
+        """Batches of the current epoch on this rank, the same on every rank: a whole
+        epoch's, except in an epoch that an elastic resume (a state from another world size
+        or batch size) left partly done: then the batches of what is left of it, counted
+        from 0, with batches already yielded since the resume included."""
+        return self.plan.num_batches(self.epoch)
 
     @property
     def skipped(self) -> list[Skipped]:
@@ -47,9 +53,13 @@ class Loader:
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch of the next pass. Setting the epoch a loaded state is in keeps
-        its position, so a resumed loop may call set_epoch as usual."""
+        its position, so a resumed loop may call set_epoch as usual. Choosing another epoch
+        ends an elastic resume: every later epoch is a whole one."""
         if epoch != self.epoch:
-            self.epoch, self._resume_from = int(epoch), 0
+            self.epoch, self._resume_from, self._consumed = int(epoch), 0, 0
+            if self.plan.resumed is not None:
+                self._engine.close()  # what is in flight may be of the resumed layout
+                self.plan.set_resumed(None)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         epoch, start = self.epoch, self._resume_from
@@ -67,37 +77,48 @@ class Loader:
         self.epoch, self._consumed = epoch + 1, 0
 
     def state_dict(self) -> dict[str, Any]:
-        """Position (epoch, batches consumed) plus what defines the order: `order` (data set
-        listing, seed, shuffle, drop_last, world size, batch size, modality) and its sha256
-        `fingerprint`, which load_state_dict checks."""
+        """Position (`epoch`, `batches_consumed`), the layout (`world_size`, `batch_size`,
+        `drop_last`, and `resumed`: the span of the epoch's order an elastic resume left,
+        else None) and `order`: what defines the epoch's global order (data set listing,
+        num_samples, seed, shuffle, modality, sampler options) with its sha256
+        `fingerprint`. JSON-serialisable; see torch_bridge.state."""
+        plan = self.plan
+        resumed = plan.resumed if plan.resumed is not None and \
+            plan.resumed.epoch == self.epoch else None
         return {"version": STATE_VERSION, "epoch": self.epoch,
-                "batches_consumed": self._consumed, "num_batches": len(self.plan),
-                "seed": self.plan.seed, "world_size": self.plan.world_size,
-                "rank": self.plan.rank, "num_samples": self.plan.num_samples,
-                "order": dict(self._order), "fingerprint": self._fingerprint}
+                "batches_consumed": self._consumed, "num_batches": len(self),
+                "seed": plan.seed, "world_size": plan.world_size, "rank": plan.rank,
+                "batch_size": plan.batch_size, "drop_last": plan.drop_last,
+                "num_samples": plan.num_samples, "order": dict(self._order),
+                "fingerprint": self._fingerprint,
+                "resumed": None if resumed is None else resumed.to_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue where `state` stopped; ValueError naming every field that differs when
-        the state was saved by a loader with another order (a state without a fingerprint,
-        from an older version, is checked on its per-key fields only)."""
-        mine = {"num_samples": self.plan.num_samples, "seed": self.plan.seed,
-                "world_size": self.plan.world_size, "num_batches": len(self.plan)}
-        theirs = dict(state)
-        changed = "fingerprint" in state and state["fingerprint"] != self._fingerprint
-        if changed:
-            mine.update(self._order)
-            theirs.update(state.get("order") or {})
-        keys = list(mine) + ([k for k in state.get("order") or {} if k not in mine]
-                             if changed else [])  # options only the state has (sampling)
-        diffs = [f"{key} is {theirs.get(key)!r} in the state but {mine.get(key)!r} in this "
-                 f"loader" for key in keys if theirs.get(key) != mine.get(key)]
-        if changed:
-            diffs.append("the order fingerprint differs")
+        """Continue where `state` stopped, on any rank.
+
+        A state saved under the same world size, batch size and drop_last continues at its
+        batch. One saved under another (elastic resume) continues with what the old ranks
+        together had not yet yielded of that epoch, sharded and batched for this loader and
+        padded to even out its ranks, each sample with the augmentation it would have had;
+        later epochs are whole ones. ValueError naming every field that differs when the
+        state's order (data set listing, seed, shuffle, modality, sampler options) is not
+        this loader's, and for a state of an unknown or newer `version` (version-1 states
+        load; those without a fingerprint are checked on their per-key fields only).
+        """
+        saved = read_state(state)
+        diffs = order_differences(saved, self.plan, self._order)
         if diffs:
             raise ValueError("load_state_dict: the state does not match this loader ("
                              + "; ".join(diffs) + "); resuming would reorder data")
-        self.epoch = int(state["epoch"])
-        self._resume_from = self._consumed = int(state["batches_consumed"])
+        resumed, start = resume_point(saved, self.plan)
+        if resumed != self.plan.resumed:
+            try:
+                self.plan.set_resumed(resumed)
+            except ValueError as exc:
+                raise ValueError(f"load_state_dict: state['resumed']: {exc}") from exc
+            self._engine.close()  # what is in flight belongs to the other layout
+        self.epoch = saved.epoch
+        self._resume_from = self._consumed = start
 
     def close(self) -> None:
         """Stop worker processes, release the pipeline and close the files the source keeps
@@ -142,18 +163,16 @@ def _listing_digest(modality) -> str | None:
 
 
 def _order_spec(plan: EpochPlan, modality, name: str) -> dict[str, Any]:
-    """What defines the order of a loader's passes (JSON-serialisable)."""
+    """What defines the global order of a loader's epochs (JSON-serialisable); the layout
+    (world size, batch size, drop_last) is not part of it: a state resumes across those."""
     return {"listing": _listing_digest(modality),
             "num_samples": plan.num_samples, "seed": plan.seed, "shuffle": plan.shuffle,
-            "drop_last": plan.drop_last, "world_size": plan.world_size,
-            "batch_size": plan.batch_size, "modality": name,
+            "modality": name,
             **(plan.sampler.describe() if plan.sampler is not None else {})}
 
 
 def _fingerprint(order: dict[str, Any]) -> str:
-    import hashlib
-    import json
-    return hashlib.sha256(json.dumps(order, sort_keys=True).encode()).hexdigest()
+    return fingerprint(order)
 
 
 def _resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:

@@ -9,10 +9,18 @@ Augmentation keys (`keyed_batches`): a sample's random parameters are drawn from
 index already occurred earlier in the epoch's (padded) order. A first draw's key is its index;
 a sample drawn again (balanced sampling with replacement, the wrap-around padding of the last
 ranks) gets parameters of its own instead of a copy of the first draw's.
+
+Elastic resume (`ResumedEpoch`, `remaining_span`): under DDP every rank has consumed the same
+number of batches, so the entries the old ranks yielded are a prefix of the epoch's padded
+global order (rank r's first c*B entries are the global positions r + W*t, t < c*B). What is
+left is therefore one span [start, stop) of the epoch's order, whatever the old world size,
+batch size or drop_last; a loader with another layout shards and batches that span as it
+would a whole epoch, each entry keeping its augmentation key. Padding copies added to even
+out the new ranks are keyed as further draws of their index.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol
 
 import numpy as np
@@ -20,11 +28,31 @@ import numpy as np
 
 class Sampler(Protocol):
     """An order strategy (see torch_bridge.sampling): the global order of an epoch, a pure
-    function of (plan.seed, epoch), the same on every rank."""
+    function of (plan.seed, epoch), the same on every rank. A sampler whose order does not
+    depend on the world size and batch size sets `order_depends_on_layout = False`, which
+    allows elastic resume mid-epoch."""
 
     def order(self, plan: "EpochPlan", epoch: int) -> np.ndarray: ...
 
     def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class ResumedEpoch:
+    """What is left of `epoch` after an elastic resume: entries [start, stop) of the epoch's
+    global order (`EpochPlan.order`, before padding), each with the key it had there."""
+
+    epoch: int
+    start: int
+    stop: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start <= self.stop:
+            raise ValueError(f"resumed span must have 0 <= start <= stop, got "
+                             f"[{self.start}, {self.stop})")
+
+    def to_state(self) -> dict[str, int]:
+        return {"start": self.start, "stop": self.stop}
 
 
 @dataclass(frozen=True)
@@ -38,6 +66,10 @@ class EpochPlan:
 
     `sampler` (optional, needs `shuffle`) replaces the shuffled permutation with another
     order strategy, e.g. class-balanced or source-aware sampling (torch_bridge.sampling).
+
+    `resumed` (set by `set_resumed`, the plan's one mutable part: the Loader sets it in
+    load_state_dict and the engines, which hold this plan, see it through `keyed_batches`)
+    replaces one epoch by what an elastic resume left of it; `num_batches(epoch)` counts it.
     """
 
     num_samples: int
@@ -48,6 +80,7 @@ class EpochPlan:
     rank: int = 0
     world_size: int = 1
     sampler: Sampler | None = None
+    resumed: ResumedEpoch | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.num_samples <= 0:
@@ -65,14 +98,54 @@ class EpochPlan:
 
     @property
     def samples_per_rank(self) -> int:
-        if self.drop_last:
-            return self.num_samples // self.world_size
-        return -(-self.num_samples // self.world_size)
+        """Entries of a whole epoch on this rank (the same on every rank)."""
+        return layout_counts(self.num_samples, world_size=self.world_size,
+                             batch_size=self.batch_size, drop_last=self.drop_last)[0]
 
     def __len__(self) -> int:
-        """Batches per epoch on this rank (the same on every rank)."""
-        per_rank = self.samples_per_rank
-        return per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
+        """Batches of a whole epoch on this rank (the same on every rank)."""
+        return layout_counts(self.num_samples, world_size=self.world_size,
+                             batch_size=self.batch_size, drop_last=self.drop_last)[1]
+
+    def num_batches(self, epoch: int) -> int:
+        """Batches of `epoch` on this rank: `len(self)`, or for the epoch an elastic resume
+        replaced, the batches of what is left of it (the same on every rank)."""
+        span = self._span(epoch)
+        if span is None:
+            return len(self)
+        return layout_counts(span[1] - span[0], world_size=self.world_size,
+                             batch_size=self.batch_size, drop_last=self.drop_last)[1]
+
+    def set_resumed(self, resumed: ResumedEpoch | None) -> None:
+        """Replace epoch `resumed.epoch` by that span of its order (None: no epoch is)."""
+        if resumed is not None:
+            available = len(self.order(resumed.epoch))
+            if resumed.stop > available:
+                raise ValueError(f"resumed span [{resumed.start}, {resumed.stop}) exceeds "
+                                 f"the {available} entries of epoch {resumed.epoch}")
+        object.__setattr__(self, "resumed", resumed)
+
+    def resume_after(self, epoch: int, *, world_size: int, batch_size: int, drop_last: bool,
+                     consumed: int, span: tuple[int, int] | None = None) -> ResumedEpoch:
+        """What is left of `epoch` once every rank of another layout (`world_size`,
+        `batch_size`, `drop_last`) consumed `consumed` batches of `span` of the epoch's
+        order (None: all of it); ValueError when this plan's sampler ties the order to
+        the layout."""
+        sampler = self.sampler
+        if sampler is not None and getattr(sampler, "order_depends_on_layout", True):
+            options = ", ".join(f"{k}={v!r}" for k, v in sampler.describe().items())
+            raise ValueError(
+                f"{options or 'this sampler'} lays each epoch out for one world size and "
+                f"batch size: a state saved mid-epoch under world_size={world_size}, "
+                f"batch_size={batch_size}, drop_last={drop_last} cannot continue under "
+                f"world_size={self.world_size}, batch_size={self.batch_size}, "
+                f"drop_last={self.drop_last}; keep those, or resume from a state saved at an "
+                f"epoch boundary (batches_consumed 0)")
+        start, stop = span if span is not None else (0, len(self.order(epoch)))
+        start, stop = remaining_span(start, stop, world_size=world_size,
+                                     batch_size=batch_size, drop_last=drop_last,
+                                     consumed=consumed)
+        return ResumedEpoch(epoch, start, stop)
 
     def order(self, epoch: int) -> np.ndarray:
         """The whole data set's order for `epoch` (before sharding)."""
@@ -94,27 +167,37 @@ class EpochPlan:
     def keyed_batches(self, epoch: int, start: int = 0
                       ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """(position, indices, augmentation keys) for each batch of `epoch` from `start`."""
-        if not 0 <= start <= len(self):
-            raise ValueError(f"start batch {start} out of range for {len(self)} batches")
+        count = self.num_batches(epoch)
+        if not 0 <= start <= count:
+            raise ValueError(f"start batch {start} out of range for {count} batches")
         indices, keys = self._rank_share(epoch)
-        for position in range(start, len(self)):
+        for position in range(start, count):
             share = slice(position * self.batch_size, (position + 1) * self.batch_size)
             yield position, indices[share], keys[share]
+
+    def _span(self, epoch: int) -> tuple[int, int] | None:
+        resumed = self.resumed
+        if resumed is None or resumed.epoch != epoch:
+            return None
+        return resumed.start, resumed.stop
 
     def _rank_share(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """(indices, augmentation keys) of this rank's share of `epoch`."""
         order = self.order(epoch)
-        total = self.samples_per_rank * self.world_size
-        if total > len(order):
-            order = np.resize(order, total)  # wraps around, like DistributedSampler
-        order = order[:total]
-        keys = order + draw_counts(order) * self.num_samples
-        return order[self.rank::self.world_size], keys[self.rank::self.world_size]
+        span = self._span(epoch)
+        start, stop = span if span is not None else (0, len(order))
+        per_rank = self.samples_per_rank if span is None else layout_counts(
+            stop - start, world_size=self.world_size, batch_size=self.batch_size,
+            drop_last=self.drop_last)[0]
+        indices, keys = padded_span(order, start, stop, per_rank * self.world_size,
+                                    self.num_samples)
+        return indices[self.rank::self.world_size], keys[self.rank::self.world_size]
 
     def batch(self, epoch: int, position: int) -> np.ndarray:
         """Indices of batch number `position` of `epoch` on this rank."""
-        if not 0 <= position < len(self):
-            raise IndexError(f"batch {position} out of range for {len(self)} batches")
+        count = self.num_batches(epoch)
+        if not 0 <= position < count:
+            raise IndexError(f"batch {position} out of range for {count} batches")
         start = position * self.batch_size
         return self.rank_indices(epoch)[start:start + self.batch_size]
 
@@ -135,3 +218,57 @@ def draw_counts(order: np.ndarray) -> np.ndarray:
     counts = np.empty(len(order), dtype=np.int64)
     counts[by_value] = np.arange(len(values)) - run_start
     return counts
+
+
+def layout_counts(entries: int, *, world_size: int, batch_size: int,
+                  drop_last: bool) -> tuple[int, int]:
+    """(entries per rank, batches per rank) when `entries` are sharded like
+    DistributedSampler (padded up to a multiple of `world_size`, or truncated with
+    `drop_last`, which also drops each rank's incomplete last batch)."""
+    if drop_last:
+        per_rank = entries // world_size
+        return per_rank, per_rank // batch_size
+    per_rank = -(-entries // world_size)
+    return per_rank, -(-per_rank // batch_size)
+
+
+def remaining_span(start: int, stop: int, *, world_size: int, batch_size: int,
+                   drop_last: bool, consumed: int) -> tuple[int, int]:
+    """The span of an epoch's order still to yield once every rank of a layout consumed
+    `consumed` batches of span [start, stop): the old ranks yielded the first
+    world_size * consumed * batch_size entries of the padded span; the padding they had not
+    reached (and, with drop_last, what they would never have yielded) is not carried over.
+
+    Returns:
+        (start, stop) of the remaining entries, in the epoch's order.
+    """
+    per_rank, batches = layout_counts(stop - start, world_size=world_size,
+                                      batch_size=batch_size, drop_last=drop_last)
+    if not 0 <= consumed <= batches:
+        raise ValueError(f"batches_consumed {consumed} out of range for the {batches} "
+                         f"batches per rank of world_size={world_size}, "
+                         f"batch_size={batch_size}, drop_last={drop_last}")
+    yielded = batches * batch_size if drop_last else per_rank  # per rank, whole epoch
+    end = start + min(stop - start, world_size * yielded)
+    return min(start + world_size * consumed * batch_size, end), end
+
+
+def padded_span(order: np.ndarray, start: int, stop: int, total: int,
+                num_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Entries [start, stop) of an epoch's `order` with their augmentation keys, wrapped
+    around to `total` entries (or truncated to them). A wrapped copy is keyed as a further
+    draw of its index: its draw counts every earlier occurrence in the whole epoch's order
+    and earlier copies, so for the whole order this is DistributedSampler's padding with
+    the plan's keys (see the module doc).
+
+    Returns:
+        (indices, keys), both int64 of length `total`.
+    """
+    keys = order + draw_counts(order) * num_samples
+    indices, keys = order[start:stop], keys[start:stop]
+    if total <= len(indices):
+        return indices[:total], keys[:total]
+    copies = np.resize(indices, total)[len(indices):]
+    draws = draw_counts(np.concatenate([order, copies]))[len(order):]
+    return np.concatenate([indices, copies]), np.concatenate([keys, copies + draws *
+                                                              num_samples])

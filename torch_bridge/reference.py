@@ -67,7 +67,7 @@ class _PlanBatchSampler(Sampler):
         self.epoch, self.start = 0, 0
 
     def __len__(self) -> int:
-        return len(self.plan) - self.start
+        return self.plan.num_batches(self.epoch) - self.start
 
     def __iter__(self):
         for _, indices, keys in self.plan.keyed_batches(self.epoch, self.start):

@@ -9,6 +9,11 @@ yields every index exactly once" does not hold for them: repeating the rare clas
 small source is the point of balanced sampling. A sample drawn twice in an epoch gets new
 augmentation parameters for each draw: they depend on (seed, epoch, key), where the plan's
 key is index + draw * num_samples (torch_bridge.plan), the same on both backends.
+
+`order_depends_on_layout`: whether a sampler's order depends on the world size and batch
+size. Class-balanced draws do not, so a state saved mid-epoch resumes under another world
+size (elastic resume, torch_bridge.plan); source-aware orders are laid out per rank and
+batch, so such a state resumes only under the same layout (or at an epoch boundary).
 """
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ class ClassBalanced:
     whatever its size."""
 
     labels: np.ndarray
+    order_depends_on_layout = False  # a class attribute, not a field
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", _int_array(self.labels, "labels"))
@@ -82,6 +88,7 @@ class SourceAware:
     source_ids: np.ndarray
     min_per_source: int
     batch_size: int
+    order_depends_on_layout = True  # a class attribute, not a field
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "source_ids", _int_array(self.source_ids, "source_ids"))

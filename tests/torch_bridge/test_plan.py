@@ -107,3 +107,158 @@ def test_padded_repeats_get_keys_of_their_own(n, world):
     for p in plans:  # keyed_batches slices the same arrays
         got = [k for _, _, batch_keys in p.keyed_batches(3) for k in batch_keys.tolist()]
         assert got == p.rank_keys(3).tolist()
+
+
+# Elastic resume ---------------------------------------------------------------------------
+# Old ranks (world, batch, drop_last) each consumed `c` batches; the state moves to a new
+# layout. The expectation is built from the old plans' own per-rank output: position t of
+# rank r is position r + world * t of the epoch's padded global order, whose first
+# len(order) entries are the epoch's samples (the rest is padding).
+from collections import Counter  # noqa: E402
+
+from torch_bridge.plan import ResumedEpoch, remaining_span  # noqa: E402
+from torch_bridge.sampling import ClassBalanced, SourceAware  # noqa: E402
+
+
+def _plans(n, world, batch, drop_last=False, sampler=None, seed=5):
+    return [EpochPlan(n, batch, seed=seed, rank=r, world_size=world, drop_last=drop_last,
+                      sampler=sampler) for r in range(world)]
+
+
+def _old_remaining(plans, epoch, consumed):
+    """(pairs the old ranks yielded, pairs of the epoch's samples they had not yielded)."""
+    world, batch = plans[0].world_size, plans[0].batch_size
+    entries = len(plans[0].order(epoch))
+    taken, left = [], []
+    for r, plan in enumerate(plans):
+        for position, indices, keys in plan.keyed_batches(epoch):
+            for t, pair in enumerate(zip(indices.tolist(), keys.tolist()),
+                                     position * batch):
+                if position < consumed:
+                    taken.append(pair)
+                elif r + world * t < entries:  # not padding
+                    left.append(pair)
+    return taken, left
+
+
+def _resume(old, new, epoch, consumed, span=None):
+    """New plans given what the old ones left; [(index, key) per new rank]."""
+    resumed = new[0].resume_after(epoch, world_size=old[0].world_size,
+                                  batch_size=old[0].batch_size, drop_last=old[0].drop_last,
+                                  consumed=consumed, span=span)
+    for plan in new:
+        plan.set_resumed(resumed)
+    return resumed, [[pair for _, indices, keys in plan.keyed_batches(epoch)
+                      for pair in zip(indices.tolist(), keys.tolist())] for plan in new]
+
+
+@pytest.mark.parametrize("old, new, consumed", [
+    ((2, 4), (1, 4), 2), ((1, 4), (2, 4), 3), ((2, 4), (3, 4), 1), ((3, 2), (2, 5), 2),
+    ((2, 3), (3, 1), 4), ((1, 5), (4, 2), 1), ((2, 4), (3, 4), 0), ((2, 4), (5, 3), 5)])
+@pytest.mark.parametrize("sampler", [None, "class_balanced"])
+def test_elastic_resume_yields_every_remaining_sample_once_plus_padding(old, new, consumed,
+                                                                        sampler):
+    n, epoch = 37, 2
+    balanced = ClassBalanced(np.arange(n) % 3) if sampler else None
+    old_plans, new_plans = _plans(n, *old, sampler=balanced), _plans(n, *new, sampler=balanced)
+    taken, left = _old_remaining(old_plans, epoch, consumed)
+    resumed, per_rank = _resume(old_plans, new_plans, epoch, consumed)
+    assert len({len(p) for p in per_rank}) == 1  # every new rank the same length ...
+    assert len({p.num_batches(epoch) for p in new_plans}) == 1  # ... and batch count
+    got = Counter(pair for rank in per_rank for pair in rank)
+    assert not Counter(left) - got  # nothing lost, each keeping its augmentation key
+    padding = got - Counter(left)
+    assert sum(padding.values()) == (-len(left)) % new[0]  # only the padding repeats
+    used = {key for _, key in taken + left}
+    assert all(i in dict(left) and key % n == i and key not in used for i, key in padding)
+    if sampler is None:  # a permutation: the epoch's samples, each exactly once
+        assert sorted(i for i, k in taken + list(got) if k < n) == list(range(n))
+    assert (resumed.epoch, resumed.stop - resumed.start) == (epoch, len(left))
+
+
+@pytest.mark.parametrize("old_drop, new_drop", [(True, False), (False, True), (True, True)])
+def test_elastic_resume_with_drop_last(old_drop, new_drop):
+    """drop_last: what the old ranks would never have yielded is not carried over; a
+    drop_last loader drops what does not fill a batch on every new rank, pads nothing."""
+    n, epoch, consumed = 41, 1, 2
+    old_plans, new_plans = _plans(n, 2, 4, old_drop), _plans(n, 3, 3, new_drop)
+    taken, left = _old_remaining(old_plans, epoch, consumed)
+    if old_drop:
+        left = left[:2 * len(old_plans[0]) * 4 - len(taken)]  # the old drop_last epoch
+    _, per_rank = _resume(old_plans, new_plans, epoch, consumed)
+    got = Counter(pair for rank in per_rank for pair in rank)
+    assert len({len(p) for p in per_rank}) == 1
+    if new_drop:
+        assert not got - Counter(left)  # no padding, nothing twice
+        per_rank_full = (len(left) // 3) // 3 * 3
+        assert sum(got.values()) == 3 * per_rank_full
+        order = np.concatenate([np.array(r).reshape(-1, 3, 2) for r in per_rank], axis=1)
+        kept = [tuple(p) for p in order.reshape(-1, 2)]  # global order: (batch, rank)
+        assert Counter(kept) == got
+    else:
+        assert not Counter(left) - got
+        assert sum((got - Counter(left)).values()) == (-len(left)) % 3
+
+
+def test_a_second_elastic_resume_in_the_same_epoch_still_covers_it():
+    """2 ranks -> 3 ranks after 2 batches, 3 -> 1 after 1 more: one span of the order."""
+    n, epoch = 29, 0
+    first = _plans(n, 2, 3)
+    taken, _ = _old_remaining(first, epoch, 2)
+    middle = _plans(n, 3, 2)
+    resumed, per_rank = _resume(first, middle, epoch, 2)
+    taken += [pair for rank in per_rank for pair in rank[:2]]  # each took 1 batch of 2
+    last = _plans(n, 1, 4)
+    again, rest = _resume(middle, last, epoch, 1, span=(resumed.start, resumed.stop))
+    assert (again.start, again.stop) == (resumed.start + 6, n)
+    assert sorted(i for i, k in taken + rest[0] if k < n) == list(range(n))
+    assert len(rest[0]) == n - 12 - 6
+
+
+def test_the_same_layout_continues_inside_a_resumed_span():
+    n, epoch = 23, 4
+    new = _plans(n, 3, 2)
+    resumed, full = _resume(_plans(n, 2, 4), new, epoch, 1)
+    for plan, pairs in zip(new, full):
+        tail = [pair for _, indices, keys in plan.keyed_batches(epoch, 2)
+                for pair in zip(indices.tolist(), keys.tolist())]
+        assert tail == pairs[4:]
+
+
+def test_later_epochs_and_other_plans_are_fresh():
+    n = 19
+    new = _plans(n, 3, 2)
+    _resume(_plans(n, 2, 4), new, 3, 1)
+    for plan, fresh in zip(new, _plans(n, 3, 2)):
+        assert len(plan) == len(fresh) != plan.num_batches(3)
+        for epoch in (2, 4):
+            assert plan.num_batches(epoch) == len(fresh)
+            for a, b in zip(plan.keyed_batches(epoch), fresh.keyed_batches(epoch)):
+                assert a[0] == b[0] and np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2])
+        plan.set_resumed(None)
+        assert plan.num_batches(3) == len(fresh)
+
+
+def test_a_finished_epoch_leaves_nothing():
+    old = _plans(10, 2, 2)
+    resumed, per_rank = _resume(old, _plans(10, 3, 2), 0, len(old[0]))
+    assert resumed.start == resumed.stop and per_rank == [[], [], []]
+    assert list(_plans(10, 3, 2)[0].keyed_batches(0, 0)) != []  # a fresh plan has some
+
+
+def test_source_aware_orders_refuse_a_new_layout_mid_epoch():
+    plan = EpochPlan(12, 4, seed=1, sampler=SourceAware(np.arange(12) % 2, 1, 4))
+    with pytest.raises(ValueError, match="min_per_source=1 lays each epoch out"):
+        plan.resume_after(0, world_size=2, batch_size=4, drop_last=False, consumed=1)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(consumed=4), "batches_consumed 4 out of range for the 3 batches"),
+    (dict(consumed=-1), "batches_consumed -1")])
+def test_remaining_span_checks_the_position(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        remaining_span(0, 10, world_size=2, batch_size=2, drop_last=False, **kwargs)
+    with pytest.raises(ValueError, match="start <= stop"):
+        ResumedEpoch(0, 5, 3)
+    with pytest.raises(ValueError, match="exceeds the 10 entries"):
+        EpochPlan(10, 2).set_resumed(ResumedEpoch(0, 0, 11))

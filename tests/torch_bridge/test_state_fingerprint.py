@@ -1,6 +1,12 @@
-"""state_dict's order fingerprint: resume only into a loader that yields the same order."""
+"""state_dict's order fingerprint: resume only into a loader that yields the same order.
+
+The fingerprint covers what defines the epoch's global order (listing, seed, shuffle,
+modality, sampler options); the layout (world size, batch size, drop_last) is outside it,
+since a state resumes across those (elastic resume, tests/torch_bridge/test_elastic.py).
+"""
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -40,11 +46,23 @@ def test_state_carries_a_serialisable_fingerprint(folder):
     assert json.loads(json.dumps(state)) == state
     order = state["order"]
     assert order["listing"].startswith("10 files")
-    assert {k: order[k] for k in ("seed", "shuffle", "drop_last", "world_size", "batch_size",
-                                  "modality")} == {"seed": 1, "shuffle": True,
-                                                   "drop_last": False, "world_size": 1,
-                                                   "batch_size": 4, "modality": "image"}
+    assert {k: order[k] for k in ("seed", "shuffle", "modality")} == \
+        {"seed": 1, "shuffle": True, "modality": "image"}
+    assert not {"world_size", "batch_size", "drop_last"} & set(order)  # the layout is apart
+    assert {k: state[k] for k in ("version", "world_size", "batch_size", "drop_last",
+                                  "resumed")} == {"version": 2, "world_size": 1,
+                                                  "batch_size": 4, "drop_last": False,
+                                                  "resumed": None}
     assert _loader(folder, "dali").state_dict()["fingerprint"] == state["fingerprint"]
+
+
+def test_the_fingerprint_is_the_same_under_every_layout(folder):
+    """Only the global order is fingerprinted: another world size, rank, batch size or
+    drop_last gives the same fingerprint (so a state can move between them)."""
+    base = _loader(folder, "torch").state_dict()["fingerprint"]
+    for change in ({"rank": 1, "world_size": 3}, {"batch_size": 3}, {"drop_last": True}):
+        assert _loader(folder, "torch", **change).state_dict()["fingerprint"] == base
+    assert _loader(folder, "torch", seed=2).state_dict()["fingerprint"] != base
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -80,10 +98,9 @@ def test_added_and_removed_file_same_count_is_refused(folder, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("change, match", [({"batch_size": 3}, "batch_size is 4 .* but 3"),
-                                           ({"shuffle": False}, "shuffle is True .* but False"),
-                                           ({"drop_last": True}, "drop_last"),
-                                           ({"seed": 2}, "seed is 1")])
+@pytest.mark.parametrize("change, match", [({"shuffle": False}, "shuffle is True .* but False"),
+                                           ({"seed": 2}, "seed is 1"),
+                                           ({"seed": 2, "batch_size": 3}, "seed is 1")])
 def test_other_order_options_are_refused(folder, backend, change, match):
     state = _saved_state(folder, backend)
     loader = _loader(folder, backend, **change)
@@ -105,17 +122,89 @@ def test_tampered_fingerprint_is_refused(folder):
         _loader(folder, "torch").load_state_dict(state)
 
 
+def _as_version_1(state: dict) -> dict:
+    """The state a version-1 loader saved at the same point: the layout inside `order`,
+    fingerprinted with it, no `batch_size` / `drop_last` / `resumed` at the top."""
+    order = dict(state["order"], world_size=state["world_size"],
+                 batch_size=state["batch_size"], drop_last=state["drop_last"])
+    old = {k: v for k, v in state.items() if k not in ("batch_size", "drop_last", "resumed")}
+    return dict(old, version=1, order=order, fingerprint=hashlib.sha256(
+        json.dumps(order, sort_keys=True).encode()).hexdigest())
+
+
 def test_state_without_fingerprint_uses_the_per_key_checks(folder):
-    state = _saved_state(folder, "torch")
+    state = _as_version_1(_saved_state(folder, "torch"))
     del state["fingerprint"], state["order"]
     loader = _loader(folder, "torch")
     loader.load_state_dict(state)
     assert loader.state_dict()["batches_consumed"] == 2
+    with pytest.raises(ValueError, match="world_size is 1 in the state but 2"):
+        _loader(folder, "torch", rank=0, world_size=2).load_state_dict(state)
+
+
+def test_a_version_2_state_without_its_fingerprint_is_refused(folder):
+    state = _saved_state(folder, "torch")
+    del state["fingerprint"]
+    with pytest.raises(ValueError, match="version-2 state needs 'order'.*'fingerprint'"):
+        _loader(folder, "torch").load_state_dict(state)
+
+
+@pytest.mark.parametrize("version, match", [
+    (3, "has version 3, newer than this torch_bridge reads \\(2\\)"),
+    (0, "state\\['version'\\] is 0"), ("2", "state\\['version'\\] is '2'"),
+    (None, "state\\['version'\\] is None"), (True, "is True")])
+def test_unknown_or_newer_versions_are_refused(folder, version, match):
+    state = _saved_state(folder, "torch")
+    state["version"] = version
+    loader = _loader(folder, "torch")
+    with pytest.raises(ValueError, match=match):
+        loader.load_state_dict(state)
+    assert loader.state_dict()["batches_consumed"] == 0  # nothing was loaded
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("epoch", -1, "state\\['epoch'\\] is -1"), ("batches_consumed", "2", "batches_consumed"),
+    ("batches_consumed", 99, "batches_consumed is 99 but the epoch has 3 batches"),
+    ("world_size", 0, "state\\['world_size'\\] is 0"), ("drop_last", 1, "drop_last"),
+    ("resumed", {"start": 5, "stop": 2}, "resumed"),
+    ("resumed", {"start": 0, "stop": 11}, "exceeds the 10 entries of epoch 0")])
+def test_malformed_fields_are_refused_naming_them(folder, key, value, match):
+    state = _saved_state(folder, "torch")
+    state[key] = value
+    with pytest.raises(ValueError, match=match):
+        _loader(folder, "torch").load_state_dict(state)
+
+
+def test_a_version_1_state_still_loads_and_resumes_exactly(folder):
+    state = _as_version_1(_saved_state(folder, "torch"))
+    full = [b["index"] for b in _loader(folder, "torch")]
+    resumed = _loader(folder, "torch")
+    resumed.load_state_dict(state)
+    rest = [b["index"] for b in resumed]
+    assert len(rest) == len(full) - 2
+    assert all(torch.equal(a, b) for a, b in zip(full[2:], rest))
+    assert resumed.state_dict()["version"] == 2
+
+
+def test_a_version_1_state_loads_elastically_and_is_still_checked(folder, tmp_path):
+    state = _as_version_1(_saved_state(folder, "torch"))  # 1 rank, batches of 4, 2 taken
+    done = set(_loader(folder, "torch").plan.order(0)[:8].tolist())
+    halves = [_loader(folder, "torch", rank=r, world_size=2, batch_size=3) for r in (0, 1)]
+    for loader in halves:
+        loader.load_state_dict(state)
+    rest = [i for loader in halves for b in loader for i in b["index"].tolist()]
+    assert set(rest) == set(range(10)) - done and len(rest) == 2
+    tampered = dict(state, fingerprint="0" * 64)
+    with pytest.raises(ValueError, match="fingerprint differs"):
+        _loader(folder, "torch").load_state_dict(tampered)
+    other = write_image_folder(tmp_path / "seven", n_images=7, n_classes=2)
+    with pytest.raises(ValueError, match="num_samples is 10 .* but 7"):
+        _loader(other, "torch").load_state_dict(state)
 
 
 # Every modality ---------------------------------------------------------------------------
 # The same checks on each modality's tiny data (tests/conftest.py: TinyData), frame folders
-# included: the listing, seed, world size and sampler options are in the fingerprint.
+# included: the listing, seed, shuffle and sampler options are in the fingerprint.
 FILES = {"image": 10, "video": 5, "frames": 5, "hyperspectral": 3, "fusion": 5}
 
 
@@ -148,7 +237,7 @@ def test_every_modality_states_its_listing(tiny):
     assert states[0]["fingerprint"] == states[1]["fingerprint"]
     order = states[0]["order"]
     assert order["listing"].startswith(f"{FILES[tiny.kind]} files, sha256 ")
-    assert (order["modality"], order["seed"], order["world_size"]) == (tiny.modality, 1, 1)
+    assert (order["modality"], order["seed"], states[0]["world_size"]) == (tiny.modality, 1, 1)
     assert json.loads(json.dumps(states[0])) == states[0]
 
 
@@ -170,9 +259,8 @@ def test_every_modality_refuses_a_renamed_sample_and_accepts_a_moved_data_set(
 
 @pytest.mark.parametrize("change, match", [
     ({"seed": 2}, "seed is 1 in the state but 2"),
-    ({"rank": 0, "world_size": 2}, "world_size is 1 in the state but 2"),
+    ({"seed": 2, "rank": 0, "world_size": 2}, "seed is 1 in the state but 2"),
     ({"shuffle": False}, "shuffle is True in the state but False"),
-    ({"drop_last": True}, "drop_last is False in the state but True"),
     ({"sampling": "class_balanced"}, "sampling is None in the state but 'class_balanced'")])
 def test_every_modality_refuses_other_order_options(tiny, change, match):
     state = _tiny_state(tiny)
