@@ -47,7 +47,7 @@ class Loader:
         """Choose the epoch of the next pass. Setting the epoch a loaded state is in keeps
         its position, so a resumed loop may call set_epoch as usual."""
         if epoch != self.epoch:
-            self.epoch, self._resume_from = int(epoch), 0
+            self.epoch, self._resume_from, self._consumed = int(epoch), 0, 0
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         epoch, start = self.epoch, self._resume_from
