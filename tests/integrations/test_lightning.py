@@ -24,7 +24,7 @@ from torch_bridge import make_loader  # noqa: E402
 from torch_bridge.lightning import DaliDataModule, LightningLoader  # noqa: E402
 
 pytestmark = [  # Lightning's notes on what these small fits leave out on purpose
-    pytest.mark.filterwarnings("ignore:.*LeafSpec.*:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:.*LeafSpec"),
     pytest.mark.filterwarnings("ignore:.*Skipping val loop"),
     pytest.mark.filterwarnings("ignore:Be aware that when using `ckpt_path`"),
 ]
