@@ -141,8 +141,10 @@ class DaliDataModule(L.LightningDataModule):
         opts.setdefault("device", self._trainer_device())
         try:
             return make_loader(**opts)
-        except TypeError as exc:
-            raise TypeError(f"DaliDataModule({name}=...): {exc}") from exc
+        except Exception as exc:  # same type, so callers' except clauses still match
+            if hasattr(exc, "add_note"):  # Python 3.11+
+                exc.add_note(f"while building the loader of DaliDataModule({name}=...)")
+            raise
 
     def _trainer_device(self) -> str:
         trainer = self.trainer
@@ -157,15 +159,19 @@ class DaliDataModule(L.LightningDataModule):
                 loader.close()
 
     def train_dataloader(self) -> LightningLoader:
+        """The train loader (built by setup("fit"), or now)."""
         return self._loader("train")
 
     def val_dataloader(self) -> LightningLoader:
+        """The validation loader (built by setup("fit" or "validate"), or now)."""
         return self._loader("val")
 
     def test_dataloader(self) -> LightningLoader:
+        """The test loader (built by setup("test"), or now)."""
         return self._loader("test")
 
     def predict_dataloader(self) -> LightningLoader:
+        """The predict loader (built by setup("predict"), or now)."""
         return self._loader("predict")
 
     def _loader(self, name: str) -> LightningLoader:

@@ -57,6 +57,12 @@ class Recorder(L.LightningModule):
         self.val_seen.append(batch["index"].tolist())
         return self._loss(batch)
 
+    def test_step(self, batch, batch_idx):
+        self.val_seen.append(batch["index"].tolist())
+
+    def predict_step(self, batch, batch_idx):
+        return batch["index"]
+
     def _loss(self, batch):
         logits = self.head(batch["image"].mean(dim=(2, 3)))
         return torch.nn.functional.cross_entropy(logits, batch["label"])
@@ -249,9 +255,24 @@ def test_ddp_two_cpu_processes_get_equal_batches_and_disjoint_shares(images, tmp
     assert seen["dali"] == seen["torch"]
 
 
-def test_options_are_checked():
+def test_test_and_predict_loaders_are_whole_and_unshuffled(images, tmp_path):
+    whole = list(range(N_IMAGES))
+    model, options = Recorder(), _options(images, "dali")
+    dm = DaliDataModule(test=options, predict=options)
+    _trainer(tmp_path).test(model, dm, verbose=False)
+    assert sum(model.val_seen, []) == whole
+    predicted = _trainer(tmp_path).predict(model, dm)
+    assert torch.cat(predicted).tolist() == whole
+    assert dm.loaders == {}  # teardown closed and dropped them
+
+
+def test_options_are_checked(images):
     with pytest.raises(TypeError, match="train=.*dict"):
         DaliDataModule(train="images/")
+    with pytest.raises(TypeError, match="bogus") as info:
+        DaliDataModule(train=dict(_options(images, "dali"), bogus=1)).setup("fit")
+    if sys.version_info >= (3, 11):
+        assert "DaliDataModule(train=...)" in " ".join(info.value.__notes__)
     with pytest.raises(ValueError, match=r"val=.*lacks data"):
         DaliDataModule(val=dict(modality="image"))
     dm = DaliDataModule(train=dict(modality="image", data="x"))
