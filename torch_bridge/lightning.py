@@ -34,7 +34,7 @@ _BUILT_FOR = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",),
 class _EpochSetter:
     """The object Lightning calls `set_epoch(epoch)` on (it looks for `loader.sampler`)."""
 
-    def __init__(self, loader: "LightningLoader"):
+    def __init__(self, loader: LightningLoader):
         self.set_epoch = loader.set_epoch
 
 

@@ -13,15 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 L = pytest.importorskip("lightning")
 
-from tests.conftest import write_image_folder  # noqa: E402
-from torch_bridge import make_loader  # noqa: E402
-from torch_bridge.lightning import DaliDataModule, LightningLoader  # noqa: E402
+from tests.conftest import write_image_folder
+from torch_bridge import make_loader
+from torch_bridge.lightning import DaliDataModule, LightningLoader
 
 pytestmark = [  # Lightning's notes on what these small fits leave out on purpose
     pytest.mark.filterwarnings("ignore:.*LeafSpec"),
@@ -78,7 +77,7 @@ def _options(data: Path, backend: str) -> dict:
     return options
 
 
-def _trainer(root: Path, *callbacks, **overrides) -> "L.Trainer":
+def _trainer(root: Path, *callbacks, **overrides) -> L.Trainer:
     settings = dict(max_epochs=EPOCHS, accelerator="cpu", devices=1, logger=False,
                     enable_checkpointing=bool(callbacks), enable_progress_bar=False,
                     enable_model_summary=False, default_root_dir=root, callbacks=list(callbacks))
