@@ -268,7 +268,7 @@ def test_test_and_predict_loaders_are_whole_and_unshuffled(images, tmp_path):
 def test_options_are_checked(images):
     with pytest.raises(TypeError, match="train=.*dict"):
         DaliDataModule(train="images/")
-    with pytest.raises(TypeError, match="bogus") as info:
+    with pytest.raises(ValueError, match="bogus") as info:
         DaliDataModule(train=dict(_options(images, "dali"), bogus=1)).setup("fit")
     if sys.version_info >= (3, 11):
         assert "DaliDataModule(train=...)" in " ".join(info.value.__notes__)
