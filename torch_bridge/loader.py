@@ -205,10 +205,10 @@ def _modality(name: str, data, seed: int, options: dict, device: torch.device):
             from torch_bridge.modalities.video_frames import FrameFolderModality
             return FrameFolderModality(data, seed=seed, **options)
         from torch_bridge.modalities.video import VideoModality
-        return VideoModality(data, seed=seed, **options)
+        return VideoModality(data, seed=seed, device=str(device), **options)
     if name == "fusion":
         from torch_bridge.modalities.fusion import FusionModality
-        return FusionModality(data, seed=seed, **options)
+        return FusionModality(data, seed=seed, device=str(device), **options)
     raise ValueError(f"unknown modality {name!r}; expected image, video, hyperspectral "
                      f"or fusion")
 
