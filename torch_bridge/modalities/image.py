@@ -74,6 +74,8 @@ class ImageModality(SourceModality):
     def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Batch-level work on the target device: uint8 -> normalized float32."""
         image = batch["image"]
-        mean, std = _MEAN.to(image.device), _STD.to(image.device)
+        from torch_bridge.transfer import on_device  # constants copied once per device
+        mean = on_device("imagenet_mean", _MEAN, image.device)
+        std = on_device("imagenet_std", _STD, image.device)
         batch["image"] = (image.float() - mean) / std
         return batch

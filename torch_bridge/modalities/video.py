@@ -35,6 +35,7 @@ from torch_bridge.collate import TIME_FIELDS
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys
 from torch_bridge.modalities.image import _MEAN, _STD
+from torch_bridge.transfer import on_device
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
 _DUMMY_BYTES = np.zeros(1, np.uint8)
@@ -128,7 +129,8 @@ class ClipModality(SourceModality):
         """Batch-level work on the target device: uint8 -> normalized float32 (padded frames
         stay exactly 0, as the DALI graph pads after normalizing)."""
         frames = batch["frames"]
-        mean, std = _MEAN.to(frames.device)[None], _STD.to(frames.device)[None]
+        mean = on_device("imagenet_mean", _MEAN, frames.device)[None]
+        std = on_device("imagenet_std", _STD, frames.device)[None]
         batch["frames"] = (frames.float() - mean) / std
         if "mask" in batch:
             batch["frames"].masked_fill_(~batch["mask"][:, :, None, None, None], 0.0)
