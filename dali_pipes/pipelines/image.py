@@ -18,7 +18,7 @@ import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 from nvidia.dali import Pipeline
 
-from dali_pipes.pipelines.config import PipelineConfig, check_device
+from dali_pipes.pipelines.config import PipelineConfig, affine_threads, check_device
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -66,6 +66,7 @@ def _decode_window(jpegs, anchor, shape, device: str, config: PipelineConfig):
                                        use_fast_idct=config.use_fast_idct, **common)
     return fn.decoders.image_slice(
         jpegs, anchor, shape, device="mixed", hw_decoder_load=config.hw_decoder_load,
+        affine=affine_threads(),
         device_memory_padding=config.device_memory_padding,
         host_memory_padding=config.host_memory_padding,
         preallocate_width_hint=config.preallocate_width_hint,

@@ -38,7 +38,7 @@ import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 
 from dali_pipes.formats.video import CPU_DECODABLE_CODECS
-from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
+from dali_pipes.pipelines.config import PipelineConfig, affine_threads, define_pipeline
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
 
 # Codecs the "mixed" (NVDEC) video decoder takes; everything else is decoded by PyAV.
@@ -91,6 +91,7 @@ def video_graph(device: str, size):
     timestamps = _input("timestamps", types.FLOAT64, 1)
     if use_dali:
         frames = fn.decoders.video(video, device="cpu" if device == "cpu" else "mixed",
+                                   **({} if device == "cpu" else {"affine": affine_threads()}),
                                    start_frame=start, sequence_length=length, stride=stride,
                                    pad_mode="edge")
     else:
