@@ -72,6 +72,9 @@ def attach_meta(batch: dict, modality, kept: np.ndarray, device: torch.device) -
     Returns:
         `batch`, every field on `device`.
     """
+    regroup = getattr(modality, "regroup", None)  # per-frame outputs -> clips (frame folders)
+    if regroup is not None:
+        batch = regroup(batch, len(kept))
     host = {name: t for name, t in batch.items() if t.device.type == "cpu"}
     for name, values in modality.meta(np.asarray(kept, dtype=np.int64)).items():
         host[name] = torch.from_numpy(np.ascontiguousarray(values))
