@@ -20,7 +20,6 @@ import os
 
 import numpy as np
 import torch
-from torch.nn.utils.rnn import pad_sequence
 
 from dali_pipes.formats.jpeg import jpeg_size
 from dali_pipes.frames import frame_name
@@ -103,9 +102,8 @@ class FrameFolderModality(ClipModality):
             for name in graph.BATCH_FIELDS:
                 batch[name] = batch[name].reshape(n_clips, -1, *batch[name].shape[1:])
             return batch
-        sizes = lengths.tolist()
         for name in graph.BATCH_FIELDS:
-            batch[name] = pad_sequence(list(torch.split(batch[name], sizes)), batch_first=True)
+            batch[name] = _pad_clips(batch[name], lengths)
         batch["length"] = torch.from_numpy(lengths)
         batch["mask"] = torch.from_numpy(graph.padding_mask(lengths))
         return batch
@@ -131,3 +129,17 @@ class FrameFolderModality(ClipModality):
         return {"frames": clip.contiguous(),
                 "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}
 
+
+def _pad_clips(flat: torch.Tensor, lengths: np.ndarray) -> torch.Tensor:
+    """(sum(lengths), ...) grouped by clip -> (B, max length, ...), zeros after each clip's
+    frames; a view when every clip is full, else one slice copy per clip (no index tensor
+    crosses to the device, so nothing waits on the stream)."""
+    longest = int(lengths.max())
+    if np.all(lengths == longest):
+        return flat.reshape(len(lengths), longest, *flat.shape[1:])
+    out = flat.new_zeros((len(lengths), longest, *flat.shape[1:]))
+    start = 0
+    for row, n in enumerate(lengths.tolist()):
+        out[row, :n] = flat[start:start + n]
+        start += n
+    return out
