@@ -54,11 +54,17 @@ def _once(ctx: Ctx, name: str, make):
     return ctx.cache[name]
 
 
-def images(ctx: Ctx) -> Path:
+def images(ctx: Ctx, n: int | None = None) -> Path:
+    """`n` JPEGs (default ctx.n_images) of image_size rows x 1.5 x image_size columns."""
     from bench.sample_data import image_dataset
-    side = ctx.image_size
-    return _once(ctx, "images", lambda p: image_dataset(
-        n_images=ctx.n_images, n_classes=4, root=p, size=(side + side // 2, side)))
+    side, n = ctx.image_size, n or ctx.n_images
+    return _once(ctx, f"images_{n}", lambda p: image_dataset(
+        n_images=n, n_classes=4, root=p, size=(side + side // 2, side)))
+
+
+def big_images(ctx: Ctx) -> Path:
+    """Enough images for two batches of ctx.big_batch (the throughput checks)."""
+    return images(ctx, 2 * ctx.big_batch)
 
 
 def videos(ctx: Ctx, codec: str = "libvpx-vp9", size: tuple[int, int] | None = None) -> Path:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from bench.gpu_checks import (IMAGE_TOL, PRESETS, Ctx, compare, epoch, images, loader,
-                              on_device)
+from bench.gpu_checks import (IMAGE_TOL, PRESETS, Ctx, big_images, compare, epoch, images,
+                              loader, on_device)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,7 +119,7 @@ def images_per_second(ctx: Ctx) -> dict:
     out = {}
     sync = torch.cuda.synchronize if ctx.gpu else (lambda: None)
     for preset in PRESETS:
-        ld = loader(ctx, "image", images(ctx), batch_size=ctx.big_batch, size=224,
+        ld = loader(ctx, "image", big_images(ctx), batch_size=ctx.big_batch, size=224,
                     config=preset, drop_last=False)
         stream = _endless(ld)
         for _ in range(3):
@@ -146,7 +146,7 @@ def compare_cuda(ctx: Ctx) -> dict:
     device = "cuda" if ctx.gpu else "cpu"
     out_json = ctx.work / "compare.json"
     cmd = [sys.executable, "bench/compare.py", "--modality", "image", "--data",
-           str(images(ctx)), "--device", device, "--batch-size", str(ctx.big_batch),
+           str(big_images(ctx)), "--device", device, "--batch-size", str(ctx.big_batch),
            "--steps", str(ctx.steps), "--warmup", "2", "--backends", "dali,torch",
            "--json", str(out_json)]
     with EngineSampler(torch.cuda.current_device() if ctx.gpu else None) as engines:

@@ -46,6 +46,8 @@ def encode_probe_clip(codec: str) -> np.ndarray | None:
             stream = out.add_stream(encoder, rate=10)
             stream.width, stream.height = w, h
             stream.pix_fmt = "yuvj420p" if codec == "mjpeg" else "yuv420p"
+            if encoder == "libx265":
+                stream.options = {"x265-params": "log-level=error"}
             for t in range(PROBE_FRAMES):
                 pixels = np.full((h, w, 3), 40 * t % 256, np.uint8)
                 pixels[:, : w // 2] = 200

@@ -92,3 +92,29 @@ def test_video_modality_device_is_fixed_at_construction(tmp_path):
     with pytest.raises(ValueError, match="made for DALI device 'cpu'"):
         mod.build_pipeline(device="gpu", batch_size=2, config=load_config(None))
     assert mod.dali_device == "cpu"
+
+
+@pytest.mark.parametrize("codec", ["vp9", "mjpeg", "h264"])
+def test_probe_clips_are_real_256x256_streams(codec):
+    import io
+
+    import av
+
+    from dali_pipes.nvdec_probe import PROBE_FRAMES, PROBE_SIZE, encode_probe_clip
+    clip = encode_probe_clip(codec)
+    if clip is None:
+        pytest.skip(f"no {codec} encoder in this FFmpeg")
+    with av.open(io.BytesIO(clip.tobytes())) as f:
+        stream = f.streams.video[0]
+        decoded = [fr.to_ndarray(format="rgb24") for fr in f.decode(stream)]
+    assert len(decoded) == PROBE_FRAMES and decoded[0].shape[:2] == PROBE_SIZE
+
+
+def test_device_probe_never_raises_without_a_gpu():
+    import torch
+
+    from dali_pipes.nvdec_probe import _decode_mixed, encode_probe_clip
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(Exception):  # what probe_codecs turns into False
+        _decode_mixed(encode_probe_clip("vp9"), 0)
