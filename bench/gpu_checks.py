@@ -13,9 +13,6 @@ lengths, masks, IMU) must be equal bit for bit: frames are aligned.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
