@@ -41,7 +41,8 @@ from dali_pipes.formats.video import CPU_DECODABLE_CODECS
 from dali_pipes.pipelines.config import PipelineConfig, affine_threads, define_pipeline
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
 
-# Codecs the "mixed" (NVDEC) video decoder takes; everything else is decoded by PyAV.
+# Codecs the "mixed" (NVDEC) video decoder takes by name; the loaders route each file by
+# codec, size, chroma, bit depth and GPU family instead (dali_pipes.nvdec.route).
 GPU_DECODABLE_CODECS = frozenset({"h264", "hevc", "vp8", "vp9", "av1"})
 INPUTS = ("video", "decoded", "use_dali", "start_frame", "sequence_length", "stride",
           "mirror", "timestamps")
