@@ -150,7 +150,8 @@ def environment(device: str) -> dict:
            "dali": nvidia.dali.__version__, "cpu_count": os.cpu_count(),
            "platform": platform.platform()}
     if device.startswith("cuda"):
-        env["gpu"] = torch.cuda.get_device_name(0)
+        from bench.metrics import gpu_name
+        env["gpu"] = gpu_name(str(device))  # the GPU the runs use, not CUDA device 0
     return env
 
 

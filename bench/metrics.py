@@ -37,7 +37,10 @@ class ResourceSampler:
 
     CPU percent is CPU seconds over wall seconds times 100, so 200% means two busy cores.
     Peak RSS sums resident memory over the tree (shared pages are counted per process).
-    GPU utilisation comes from NVML when `gpu_index` is given and NVML is available.
+    GPU utilisation comes from NVML when `gpu_index` (a CUDA device number, mapped to its
+    NVML handle by `nvml_handle`) is given and NVML is available. An NVML error while
+    sampling (MIG, vGPU, a lost device) stops GPU sampling only: CPU and RSS sampling go on
+    and `gpu_note` says why the GPU numbers are missing or partial.
     """
 
     def __init__(self, interval: float = 0.05, gpu_index: int | None = None):
@@ -45,7 +48,7 @@ class ResourceSampler:
         self.proc = psutil.Process()
         self.peak_rss = 0
         self.gpu_samples: list[float] = []
-        self._gpu = nvml_handle(gpu_index)
+        self._gpu, self.gpu_note = nvml_handle(gpu_index, with_note=True)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -73,24 +76,86 @@ class ResourceSampler:
                     pass
             self.peak_rss = max(self.peak_rss, rss)
             if self._gpu is not None:
-                import pynvml
-                self.gpu_samples.append(float(pynvml.nvmlDeviceGetUtilizationRates(self._gpu).gpu))
+                self._sample_gpu()
             self._stop.wait(self.interval)
+
+    def _sample_gpu(self) -> None:
+        import pynvml
+        try:
+            self.gpu_samples.append(float(pynvml.nvmlDeviceGetUtilizationRates(self._gpu).gpu))
+        except Exception as exc:  # noqa: BLE001 - NVMLError and friends: GPU sampling only
+            self._gpu = None
+            self.gpu_note = (f"GPU sampling stopped after {len(self.gpu_samples)} sample(s): "
+                             f"{type(exc).__name__}: {exc}")
 
     @property
     def gpu_util_percent(self) -> float | None:
         return float(np.mean(self.gpu_samples)) if self.gpu_samples else None
 
 
-def nvml_handle(index: int | None):
+def nvml_handle(index: int | None, *, with_note: bool = False, nvml=None, props=None):
+    """The NVML handle of CUDA device `index` (None without NVML, a GPU, or `index`).
+
+    NVML numbers GPUs in PCI order and ignores CUDA_VISIBLE_DEVICES, so CUDA device `index`
+    is looked up by its UUID, else its PCI bus id (from torch.cuda.get_device_properties),
+    never by NVML index.
+
+    Args:
+        index: the CUDA device number (as torch counts, after CUDA_VISIBLE_DEVICES).
+        with_note: also return a note saying why no handle was found (None when found).
+        nvml: the pynvml module (default: imported); props: the torch device properties
+            (default: torch.cuda.get_device_properties(index)). Both for tests.
+    Returns:
+        the handle or None; with `with_note`, (handle, note).
+    """
+    handle, note = None, None
+    if index is not None:
+        try:
+            handle = _lookup(index, nvml, props)
+        except Exception as exc:  # noqa: BLE001 - NVML missing, no driver, no such device
+            note = f"no NVML handle for CUDA device {index}: {type(exc).__name__}: {exc}"
+    return (handle, note) if with_note else handle
+
+
+def _lookup(index: int, nvml, props):
+    if nvml is None:
+        import pynvml as nvml
+    if props is None:
+        import torch
+        props = torch.cuda.get_device_properties(index)
+    nvml.nvmlInit()
+    uuid = getattr(props, "uuid", None)
+    if uuid is not None:
+        text = str(uuid)
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(text if text.startswith(("GPU-", "MIG-"))
+                                                  else f"GPU-{text}")
+        except Exception:  # noqa: BLE001 - a MIG slice or an old driver: try the bus id
+            pass
+    return nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id(props))
+
+
+def pci_bus_id(props) -> str:
+    """NVML's "DDDDDDDD:BB:DD.0" bus id from torch device properties."""
+    return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+
+
+def gpu_index(device: str) -> int | None:
+    """The CUDA device number `device` ("cpu", "cuda", "cuda:N", "auto") runs on, as the
+    loaders resolve it (a plain "cuda" is this process's GPU); None for the CPU."""
+    if not str(device).startswith("cuda"):
+        return None
+    from torch_bridge.loader import resolve_device
+    return resolve_device(device).index
+
+
+def gpu_name(device: str) -> str | None:
+    """The name of the GPU `device` runs on (None for the CPU)."""
+    index = gpu_index(device)
     if index is None:
         return None
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        return pynvml.nvmlDeviceGetHandleByIndex(index)
-    except Exception:  # NVML missing or no driver: report no GPU numbers, not a crash
-        return None
+    import torch
+    return torch.cuda.get_device_name(index)
 
 
 def tensor_bytes(batch: dict) -> int:

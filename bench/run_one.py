@@ -18,7 +18,7 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from bench.metrics import ResourceSampler  # noqa: E402
+from bench.metrics import ResourceSampler, gpu_index  # noqa: E402
 from torch_bridge import registry  # noqa: E402
 
 BACKENDS = ("dali", "torch", "classic", "dali-stock", "adapter")
@@ -72,7 +72,7 @@ def measure(backend: str, args) -> dict:
     if stages is not None:
         stages.reset()
     waits, samples = [], 0
-    gpu = torch.device(args.device).index or 0 if cuda else None
+    gpu = gpu_index(args.device)  # the CUDA device the loader uses (LOCAL_RANK aware)
     with ResourceSampler(gpu_index=gpu) as res:
         for step in range(args.steps):
             t0 = time.perf_counter()
@@ -88,7 +88,8 @@ def measure(backend: str, args) -> dict:
               "wait_ms_p50": float(np.percentile(waits_ms, 50)),
               "wait_ms_p95": float(np.percentile(waits_ms, 95)),
               "cpu_percent": res.cpu_percent, "gpu_util_percent": res.gpu_util_percent,
-              "peak_rss_mb": res.peak_rss / 2**20, "steps": args.steps, "samples": samples}
+              "peak_rss_mb": res.peak_rss / 2**20, "steps": args.steps, "samples": samples,
+              "gpu_note": res.gpu_note}
     if want_stages:
         from bench.stages import empty_stages
         result["stages"] = stages.summary(args.steps, samples, waits) if stages is not None \

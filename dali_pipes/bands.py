@@ -47,19 +47,14 @@ def _cuda_index(device) -> int | None:
 
 def array_module(device: str = "cpu") -> ModuleType:
     """numpy, or cupy when ``device`` ("cuda", "cuda:N" or a torch.device) names a CUDA device
-    and cupy imports and sees that device."""
+    and CuPy passes `dali_pipes.cupy_check.cupy_problem` there (proved once per device)."""
+    from dali_pipes.cupy_check import cupy_problem
+
     index = _cuda_index(device)
-    if index is None:
+    if index is None or cupy_problem(index) is not None:
         return np
-    try:
-        import cupy
-    except ImportError:
-        return np
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except RuntimeError:  # CUDARuntimeError (no driver, or one too old), a missing library
-        return np
-    return cupy if index < count else np
+    import cupy
+    return cupy
 
 
 def _run(device: str, work: Callable[[ModuleType], _T]) -> _T:

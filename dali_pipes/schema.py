@@ -57,16 +57,10 @@ CLIP_INPUTS = (*_scalars("int32", "mirror"), Input("timestamps", "float64", 1))
 LENGTH_INPUT = Input("length", "int32", 0)
 
 
-def frame_inputs(clip_length: int) -> tuple[Input, ...]:
-    """The frame-folder graph's T encoded-JPEG inputs, "jpeg_0" .. "jpeg_{T-1}".
-
-    Args:
-        clip_length: T, the frames of a clip.
-
-    Returns:
-        One uint8 1-D `Input` per frame position, in clip order.
-    """
-    return tuple(Input(f"jpeg_{t}", "uint8", 1) for t in range(clip_length))
+# The frame-folder graph decodes a batch's B x T frames in one decoder: one graph sample
+# per frame, `clip` naming the clip (position in the batch) each frame belongs to.
+FRAME_INPUTS = (Input("jpegs", "uint8", 1), *_scalars("int32", "mirror"),
+                *_scalars("float64", "timestamps"), *_scalars("int32", "clip"))
 
 
 def names(inputs) -> tuple[str, ...]:

@@ -256,9 +256,11 @@ class DaliEngine:
             config=dataclasses.replace(self.config, num_threads=1, prefetch_queue_depth=1))
         probe.build()
         culprits = []
+        split = getattr(self.modality, "sample_feeds", None)  # feeds not one row per sample
         for i, index in enumerate(fed.kept.tolist()):
-            for name, arrays in fed.feeds.items():
-                probe.feed_input(name, [arrays[i]])
+            one = split(fed.feeds, i) if split else {k: [v[i]] for k, v in fed.feeds.items()}
+            for name, arrays in one.items():
+                probe.feed_input(name, arrays)
             try:
                 probe.run()
             except Exception as sample_exc:

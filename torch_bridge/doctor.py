@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Literal
 
+from torch_bridge.doctor_gpu import cuda_major_checks, gpu_checks, probe_gpu
+
 Status = Literal["ok", "warn", "fail", "info"]
 GiB = 1 << 30
 MIN_SHM = GiB
@@ -58,6 +60,7 @@ class Env:
     cupy_devices: int | None = None
     cupy_error: str | None = None
     pin_error: str | None = None  # None: pinned memory allocated fine
+    gpu: dict | None = None  # doctor_gpu.probe_gpu's result; None: not probed (no GPU)
     shm_total: int | None = None
     shm_free: int | None = None
     cpu_count: int | None = os.cpu_count()
@@ -135,7 +138,7 @@ def check_cuda_majors(torch_cuda: str | None, dali_cuda: int | None,
 def check_dali(version: str | None, cuda: int | None) -> Check:
     if version is None:
         return Check("dali", "fail", "nvidia.dali is not importable",
-                     "pip install nvidia-dali-cuda120 (or -cuda130 to match torch)")
+                     "pip install -e '.[cu13]' (CUDA 13 torch) or '.[cu12]' (CUDA 12)")
     return Check("dali", "ok", f"{version}, built for CUDA {cuda}")
 
 
@@ -197,9 +200,11 @@ def run_checks(env: Env, *, batch_bytes: int = DEFAULT_BATCH_BYTES,
         check_cuda_majors(env.torch_cuda, env.dali_cuda, env.driver_cuda),
         check_dali(env.dali_version, env.dali_cuda),
         check_cupy(env.cupy_version, env.cupy_cuda, env.cupy_devices, env.cupy_error),
+        *cuda_major_checks(env.torch_cuda, env.dali_cuda, env.cupy_cuda),
         check_pinned(env.pin_error, env.cuda_available),
         check_shm(env.shm_total, env.shm_free, batch_bytes * workers * PREFETCH),
         check_cores(env.usable_cores, env.cpu_count),
+        *gpu_checks(env.gpu, env.cuda_error if not env.cuda_available else None),
     ]
 
 
@@ -253,11 +258,14 @@ def _probe_nvml(env: Env) -> None:
         pynvml.nvmlShutdown()
 
 
-def _dali_cuda_from_wheel() -> int | None:
+def _dali_cuda_from_wheel(prefix: str = "nvidia-dali-cuda") -> int | None:
+    """CUDA major from an installed wheel's name: nvidia-dali-cuda130 -> 13,
+    cupy-cuda12x -> 12."""
     for dist in importlib.metadata.distributions():
         name = (dist.metadata["Name"] or "").lower()
-        if name.startswith("nvidia-dali-cuda"):
-            return int(name.removeprefix("nvidia-dali-cuda")[:-1] or 0) or None
+        if name.startswith(prefix):
+            digits = name.removeprefix(prefix).rstrip("x")
+            return int(digits[:2]) if digits[:2].isdigit() else None
     return None
 
 
@@ -277,6 +285,7 @@ def _probe_cupy(env: Env) -> None:
     except ImportError:
         return
     env.cupy_version = cupy.__version__
+    env.cupy_cuda = _dali_cuda_from_wheel("cupy-cuda")  # the build's major, without a driver
     try:
         env.cupy_cuda = cupy.cuda.runtime.runtimeGetVersion() // 1000
         env.cupy_devices = cupy.cuda.runtime.getDeviceCount()
@@ -295,6 +304,9 @@ def probe() -> Env:
         pass
     if hasattr(os, "sched_getaffinity"):
         env.usable_cores = len(os.sched_getaffinity(0))
+    if env.cuda_available:
+        import torch
+        env.gpu = probe_gpu(torch.cuda.current_device())
     return env
 
 
@@ -304,12 +316,14 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "info": "cyan"}
 
 def _print_table(checks: list[Check]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
     table = Table(title="torch_bridge doctor")
     for column in ("check", "status", "detail", "advice"):
         table.add_column(column, overflow="fold")
     for c in checks:
-        table.add_row(c.name, f"[{_STYLE[c.status]}]{c.status}[/]", c.detail, c.advice)
+        table.add_row(escape(c.name), f"[{_STYLE[c.status]}]{c.status}[/]", escape(c.detail),
+                      escape(c.advice))  # advice holds pip extras: "[cu13]" is no markup
     Console().print(table)
 
 

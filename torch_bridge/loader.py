@@ -186,7 +186,8 @@ def _resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
-    """A torch.device for 'cpu', 'cuda' or 'cuda:N'; ValueError for anything else."""
+    """A torch.device for 'cpu', 'cuda' or 'cuda:N'; ValueError for anything else. A plain
+    'cuda' means this process's GPU (`_local_gpu`)."""
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
@@ -200,16 +201,21 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return dev
 
 
-def _local_gpu() -> int:
-    """The GPU a plain "cuda" means: LOCAL_RANK under torchrun (one GPU per process on a
-    node), else the current device."""
-    local = os.environ.get("LOCAL_RANK")
+def _local_gpu(count: int | None = None, local: str | None = None) -> int:
+    """The GPU a plain "cuda" means. One visible GPU (the SLURM / Kubernetes way:
+    CUDA_VISIBLE_DEVICES names one GPU per process): that one, whatever LOCAL_RANK says.
+    Several: LOCAL_RANK under torchrun (one GPU per process on a node), else the current
+    device. `count` / `local` default to torch.cuda.device_count() / $LOCAL_RANK."""
+    count = torch.cuda.device_count() if count is None else count
+    local = os.environ.get("LOCAL_RANK") if local is None else local
+    if count == 1:
+        return 0
     if local is None:
         return torch.cuda.current_device()
-    count = torch.cuda.device_count()
     if not local.isdigit() or int(local) >= count:
-        raise ValueError(f"LOCAL_RANK={local!r} does not name one of this node's {count} "
-                         f"GPU(s); pass device='cuda:N' or start fewer processes per node")
+        raise ValueError(f"LOCAL_RANK={local!r} does not name one of this process's {count} "
+                         f"visible GPU(s); pass device='cuda:N', set CUDA_VISIBLE_DEVICES to "
+                         f"one GPU per process, or start fewer processes per node")
     return int(local)
 
 

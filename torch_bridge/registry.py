@@ -62,7 +62,6 @@ class ModalitySpec:
     kinds: tuple[Kind, ...]
     sample: str  # "module:function" making the built-in sample data set (cached)
     sample_note: str  # what the progress bar says while it makes it
-    takes_device: bool = False  # the constructor wants the loader's device
 
     def schema(self, *, multi_source: bool = False, variable: bool = False
                ) -> dict[str, tuple[str, str]]:
@@ -104,8 +103,9 @@ class ModalitySpec:
             raise ValueError(f"unknown option{'s' * (len(unknown) > 1)} {', '.join(unknown)} "
                              f"for modality {self.name!r}; valid options: "
                              + ", ".join(f"{k}={v!r}" for k, v in valid.items()))
-        extra = {"device": device} if self.takes_device else {}
-        return self.kind_for(data).modality_class()(data, seed=seed, **extra, **options)
+        cls = self.kind_for(data).modality_class()
+        takes_device = "device" in inspect.signature(cls).parameters
+        return cls(data, seed=seed, **({"device": device} if takes_device else {}), **options)
 
 
 _CLIP = dict(batch_size=2, clip_length=4, stride=2, size=16)
@@ -125,7 +125,7 @@ REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
         Kind("hyperspectral", "torch_bridge.modalities.hyperspectral:HyperspectralModality",
              "bench.tiny_data:hyperspectral", dict(batch_size=16, patch_size=3)),),
         "bench.sample_hyperspectral:hyperspectral_dataset",
-        "creating sample ENVI and SPE scenes (first run only)", takes_device=True),
+        "creating sample ENVI and SPE scenes (first run only)"),
     ModalitySpec("fusion", (
         Kind("fusion", "torch_bridge.modalities.fusion:FusionModality",
              "bench.tiny_data:fusion", dict(_CLIP, imu_offset=0.25)),),

@@ -114,10 +114,10 @@ def measure(args, data, device: str) -> tuple[Evidence, dict]:
     from rich.progress import Progress
 
     from bench.diagnosis.probes import DiskSampler, EngineSampler, per_core_busy
-    from bench.metrics import ResourceSampler
+    from bench.metrics import ResourceSampler, gpu_index
     from bench.run_one import endless
     cuda = device.startswith("cuda")
-    gpu = (torch.device(device).index or 0) if cuda else None
+    gpu = gpu_index(device)  # the CUDA device the loader uses (LOCAL_RANK aware)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     loader, step = build_loader(args, data, device), make_step(args, device)
     stream = endless(loader)

@@ -91,6 +91,10 @@ class VideoInfo:
     keyframes: np.ndarray    # (K,) int64 frame indices of keyframes, ascending
     indexed_by: Literal["packets", "decode"]
     dropped_packets: int = 0
+    profile: str | None = None     # FFmpeg's profile name ("High", "Profile 0", "Main 10")
+    pix_fmt: str | None = None     # FFmpeg's pixel format ("yuv420p", "yuv422p10le")
+    chroma: str | None = None      # "420", "422", "444", "400" (gray), "other"; None: unknown
+    bit_depth: int | None = None   # bits per luma sample; None: unknown
 
     @property
     def cpu_decodable(self) -> bool:
@@ -211,7 +215,25 @@ def _make_info(path, container, stream, pts, keys, indexed_by, dropped) -> Video
                      stream_index=stream.index, width=stream.width, height=stream.height,
                      frame_count=len(pts), fps=_fps(stream, seconds), time_base=tb,
                      start_time=float(int(pts[0]) * tb), pts=pts, timestamps=seconds,
-                     keyframes=keyframes, indexed_by=indexed_by, dropped_packets=dropped)
+                     keyframes=keyframes, indexed_by=indexed_by, dropped_packets=dropped,
+                     profile=stream.codec_context.profile, pix_fmt=stream.codec_context.pix_fmt,
+                     **dict(zip(("chroma", "bit_depth"),
+                                chroma_and_depth(stream.codec_context.pix_fmt))))
+
+
+def chroma_and_depth(pix_fmt: str | None) -> tuple[str | None, int | None]:
+    """("420" | "422" | "444" | "400" | "other", bits per luma sample) of an FFmpeg pixel
+    format name; (None, None) when it is unknown."""
+    try:
+        fmt = av.VideoFormat(pix_fmt, 64, 64)
+    except (TypeError, ValueError):
+        return None, None
+    luma, *rest = fmt.components
+    chroma = [c for c in rest if c.is_chroma]
+    if not chroma:
+        return ("400" if len(rest) <= 1 else "444"), luma.bits
+    ratio = (luma.width // chroma[0].width, luma.height // chroma[0].height)
+    return {(2, 2): "420", (2, 1): "422", (1, 1): "444"}.get(ratio, "other"), luma.bits
 
 
 def _fps(stream, seconds: np.ndarray) -> float:

@@ -20,7 +20,7 @@ PRESET_DIR = Path(__file__).with_name("presets")
 class PipelineConfig:
     """Every knob a preset may set; each is documented in presets/default.toml."""
 
-    num_threads: int = 0  # 0: one DALI thread per available CPU core, plus one
+    num_threads: int = 0  # 0: this rank's share of its cores, plus one (default_threads)
     prefetch_queue_depth: int = 2
     # Worker processes preparing the external_source inputs of upcoming batches (reads,
     # PyAV decoding, alignment: a modality's feeds) beside DALI; 0: in the main process.
@@ -35,13 +35,50 @@ class PipelineConfig:
     preallocate_height_hint: int = 0
 
     def threads(self) -> int:
-        if self.num_threads > 0:
-            return self.num_threads
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover - not Linux
-            cores = os.cpu_count() or 1
-        return cores + 1
+        """num_threads, or (0) the default: this rank's share of its CPU cores plus one
+        (see `default_threads`)."""
+        return self.num_threads if self.num_threads > 0 else default_threads()
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def ranks_per_node() -> int:
+    """Processes sharing this node's CPUs: LOCAL_WORLD_SIZE (torchrun, also set by our
+    SLURM / Kubernetes launch recipes), else 1; a malformed value counts as 1."""
+    text = os.environ.get("LOCAL_WORLD_SIZE", "1").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else 1
+
+
+def default_threads(cores: int | None = None, node_cores: int | None = None,
+                    ranks: int | None = None) -> int:
+    """DALI threads of one rank: its usable cores (CPU affinity) plus one. When the
+    affinity is the whole node and `ranks` > 1 processes share it, each rank takes
+    cores // ranks (at least 1) instead, so 8 ranks never start 8 x (cores + 1) threads.
+
+    Args:
+        cores: usable cores of this process (default: os.sched_getaffinity).
+        node_cores: cores of the node (default: os.cpu_count()).
+        ranks: processes per node (default: `ranks_per_node()`).
+    Returns:
+        the thread count, >= 1.
+    """
+    cores = _usable_cores() if cores is None else cores
+    node_cores = (os.cpu_count() or cores) if node_cores is None else node_cores
+    ranks = ranks_per_node() if ranks is None else ranks
+    if ranks > 1 and cores >= node_cores:  # not pinned per rank by the launcher: share
+        return max(1, cores // ranks)
+    return cores + 1
+
+
+def affine_threads() -> bool:
+    """Whether DALI's mixed decoders may pin their threads to cores (`affine=`): only when
+    this process has the node alone; ranks sharing a node would pin to the same cores."""
+    return ranks_per_node() == 1
 
 
 def available_presets() -> list[str]:

@@ -19,7 +19,7 @@ import nvidia.dali.types as types
 from nvidia.dali import Pipeline
 
 from dali_pipes import schema
-from dali_pipes.pipelines.config import PipelineConfig, check_device
+from dali_pipes.pipelines.config import PipelineConfig, affine_threads, check_device
 from dali_pipes.pipelines.inputs import external_inputs
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
@@ -64,6 +64,7 @@ def _decode_window(jpegs, anchor, shape, device: str, config: PipelineConfig):
                                        use_fast_idct=config.use_fast_idct, **common)
     return fn.decoders.image_slice(
         jpegs, anchor, shape, device="mixed", hw_decoder_load=config.hw_decoder_load,
+        affine=affine_threads(),
         device_memory_padding=config.device_memory_padding,
         host_memory_padding=config.host_memory_padding,
         preallocate_width_hint=config.preallocate_width_hint,

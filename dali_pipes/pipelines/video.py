@@ -39,11 +39,12 @@ import nvidia.dali.types as types
 
 from dali_pipes import schema
 from dali_pipes.formats.video import CPU_DECODABLE_CODECS
-from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
+from dali_pipes.pipelines.config import PipelineConfig, affine_threads, define_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
-# Codecs the "mixed" (NVDEC) video decoder takes; everything else is decoded by PyAV.
+# Codecs the "mixed" (NVDEC) video decoder takes by name; the loaders route each file by
+# codec, size, chroma, bit depth and GPU family instead (dali_pipes.nvdec.route).
 GPU_DECODABLE_CODECS = frozenset({"h264", "hevc", "vp8", "vp9", "av1"})
 INPUTS = schema.names(schema.VIDEO_INPUTS)
 OUTPUTS = schema.GRAPH_OUTPUTS["video"]
@@ -84,6 +85,7 @@ def video_graph(device: str, size):
         schema.VIDEO_INPUTS)
     if use_dali:
         frames = fn.decoders.video(video, device="cpu" if device == "cpu" else "mixed",
+                                   **({} if device == "cpu" else {"affine": affine_threads()}),
                                    start_frame=start, sequence_length=length, stride=stride,
                                    pad_mode="edge")
     else:

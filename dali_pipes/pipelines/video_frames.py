@@ -1,25 +1,25 @@
-"""The frame-folder graph: T JPEG inputs per sample -> one normalized clip per sample.
+"""The frame-folder graph: every frame of a batch's clips through ONE image decoder.
 
-Inputs (per batch, one sample per clip):
-  "jpeg_0" .. "jpeg_{T-1}" uint8 (n_bytes,)  the encoded frames of the clip, in clip order
-  "mirror"                 int32 ()          1 flips every frame of the clip
-  "timestamps"             float64 (T,)      passed through unchanged
-Outputs: "frames" float32 (T, 3, H, W) normalized with ImageNet mean/std (FCHW),
-"timestamps" float64 (T,).
+Inputs (per batch, one sample per FRAME; the frames of clip 0 first, then clip 1, ...):
+  "jpegs"      uint8 (n_bytes,)  one encoded frame
+  "mirror"     int32 ()          1 flips the frame (its clip's flag, repeated per frame)
+  "timestamps" float64 ()        the frame's time, passed through
+  "clip"       int32 ()          the position of the frame's clip in the batch
+Outputs, per frame: "frames" float32 (3, H, W) normalized with ImageNet mean/std (CHW),
+"timestamps" float64 (), "clip" int32 (). `regroup` turns them into the clip batch
+("frames" (B, T, 3, H, W), "timestamps" (B, T)); with variable-length clips it pads every
+clip to the batch's longest with zeros and adds "length" int64 (B,) and "mask" bool (B, T).
 
-Design: instead of flattening a batch of B clips into B*T images (which would break the
-engine's one-sample-per-index feeding and per-sample error blame), frame t of every clip is
-its own input; each is decoded (`fn.decoders.image`, "mixed" = nvJPEG on the GPU, "cpu"
-otherwise) and resized, then `fn.stack(axis=0, axis_name="F")` builds the (T, H, W, 3) FHWC
-sequence, so the flip of `crop_mirror_normalize` is the same for every frame of a clip and
-the output needs no reshaping. T (the clip length) is fixed when the graph is defined.
-
-Variable-length clips (`variable=True`): a clip of L < T frames still fills all T inputs (the
-source repeats its last frame's bytes) and one more input, "length" int32 (), says how many
-are real; the stacked sequence is cut to its first L frames (`fn.slice` on axis F) before
-normalization, then every time field is padded to the batch's longest clip with zeros and
-"length" / "mask" are added, exactly as in the video graph (`video.pad_time`,
-`video.length_and_mask`).
+Design: a batch of B clips of T frames is B x T decoder samples, so one decoder
+(`fn.decoders.image`, "mixed" = nvJPEG / the hardware JPEG decoder on the GPU, "cpu"
+otherwise) with one thread pool and one set of buffers serves the whole batch, instead of
+one decoder per frame position (T decoders, each with its own threads and padding). The
+pipeline's batch size is B x T (`frames_per_batch`); a batch with skipped clips or shorter
+clips (pad="variable": only the frames a clip has are fed) simply has fewer samples. The
+preset's decoder knobs are passed like the image graph's (hardware decoder load, memory
+padding, preallocation hints, fancy upsampling, antialias). Not `use_fast_idct`: the CPU
+decoder keeps libjpeg-turbo's exact IDCT, so at native size the frames equal torchvision's
+decode on the torch backend (tests/torch_bridge/test_video_frames.py).
 """
 from __future__ import annotations
 
@@ -27,60 +27,80 @@ from typing import Literal
 
 import nvidia.dali.fn as fn
 import nvidia.dali.types as types
+import numpy as np
 
 from dali_pipes import schema
-from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
+from dali_pipes.pipelines.config import PipelineConfig, affine_threads, define_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
-from dali_pipes.pipelines.video import (LENGTH_OUTPUTS, check_size, length_and_mask,
-                                        pad_time)
+from dali_pipes.pipelines.video import LENGTH_OUTPUTS, check_size
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
-OUTPUTS = schema.GRAPH_OUTPUTS["video"]
-VARIABLE_OUTPUTS = OUTPUTS + LENGTH_OUTPUTS
+INPUTS = schema.names(schema.FRAME_INPUTS)
+OUTPUTS = ("frames", "timestamps", "clip")  # per frame; `regroup` makes the clip batch
+VARIABLE_OUTPUTS = OUTPUTS  # the same graph: padding and LENGTH_OUTPUTS come from regroup
+BATCH_FIELDS = schema.GRAPH_OUTPUTS["video"]  # after regroup (+ LENGTH_OUTPUTS when variable)
 
 
-def inputs(clip_length: int, *, variable: bool = False) -> tuple[schema.Input, ...]:
-    """The graph's input declarations: T JPEGs, "mirror", "timestamps" (+ "length")."""
-    return (schema.frame_inputs(clip_length) + schema.CLIP_INPUTS
-            + (schema.LENGTH_INPUT,) * bool(variable))
-
-
-def frame_inputs(clip_length: int) -> tuple[str, ...]:
-    """Names of the T encoded-frame inputs, "jpeg_0" .. "jpeg_{T-1}"."""
-    return schema.names(schema.frame_inputs(clip_length))
+def frames_per_batch(batch_size: int, clip_length: int) -> int:
+    return batch_size * clip_length
 
 
 def build_frames_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
                           config: PipelineConfig, size: tuple[int, int] | None,
                           clip_length: int, device_id: int | None = None,
                           variable: bool = False):
-    """Define (not build) the graph; `size` (H, W) or None for native resolution;
-    `variable`: clips of their own lengths, padded per batch (VARIABLE_OUTPUTS)."""
+    """Define (not build) the graph for batches of `batch_size` clips of up to
+    `clip_length` frames; `size` (H, W) or None for native resolution. `variable` is
+    accepted for symmetry with the video graph (padding happens in `regroup`)."""
     check_size(size)
-    return define_pipeline(frames_graph, device=device, batch_size=batch_size, config=config,
-                           device_id=device_id, size=size, clip_length=clip_length,
-                           variable=bool(variable))
+    return define_pipeline(frames_graph, device=device,
+                           batch_size=frames_per_batch(batch_size, clip_length),
+                           config=config, device_id=device_id, size=size, knobs=config)
 
 
-def frames_graph(device: str, size, clip_length: int, variable: bool = False):
-    *jpegs, mirror, timestamps = external_inputs(inputs(clip_length))
-    decoded = []
-    for jpeg in jpegs:
-        image = fn.decoders.image(jpeg, device="cpu" if device == "cpu" else "mixed",
-                                  output_type=types.RGB)
-        if size is not None:
-            image = fn.resize(image, device=device, size=list(size), antialias=True,
-                              interp_type=types.INTERP_LINEAR)
-        decoded.append(image)
-    frames = fn.stack(*decoded, axis=0, axis_name="F")
-    if variable:
-        (length,) = external_inputs((schema.LENGTH_INPUT,))
-        frames = fn.slice(frames, start=fn.stack(length * 0), shape=fn.stack(length),
-                          axes=[0])
+def _decode(jpegs, device: str, knobs: PipelineConfig):
+    common = dict(output_type=types.RGB, jpeg_fancy_upsampling=knobs.jpeg_fancy_upsampling)
+    if device == "cpu":
+        return fn.decoders.image(jpegs, device="cpu", **common)  # exact IDCT, see below
+    return fn.decoders.image(
+        jpegs, device="mixed", hw_decoder_load=knobs.hw_decoder_load,
+        device_memory_padding=knobs.device_memory_padding,
+        host_memory_padding=knobs.host_memory_padding,
+        preallocate_width_hint=knobs.preallocate_width_hint,
+        preallocate_height_hint=knobs.preallocate_height_hint, affine=affine_threads(),
+        **common)
+
+
+def frames_graph(device: str, size, knobs: PipelineConfig):
+    jpegs, mirror, timestamps, clip = external_inputs(schema.FRAME_INPUTS)
+    image = _decode(jpegs, device, knobs)
+    if size is not None:
+        image = fn.resize(image, device=device, size=list(size), antialias=knobs.antialias,
+                          interp_type=types.INTERP_LINEAR)
     frames = fn.crop_mirror_normalize(
-        frames, device=device, mirror=mirror, dtype=types.FLOAT, output_layout="FCHW",
-        mean=[m * 255 for m in IMAGENET_MEAN], std=[s * 255 for s in IMAGENET_STD])
-    if not variable:
-        return frames, timestamps
-    padded = pad_time(frames), pad_time(timestamps, float64=True)
-    return padded + length_and_mask(frames, device)
+        image, device=device, mirror=mirror, dtype=types.FLOAT,
+        output_layout="CHW", mean=[m * 255 for m in IMAGENET_MEAN],
+        std=[s * 255 for s in IMAGENET_STD])
+    return frames, timestamps, clip
+
+
+def clip_lengths(clip: np.ndarray, n_clips: int) -> np.ndarray:
+    """Frames per clip (int64 (n_clips,)) from the per-frame clip positions, which must
+    be grouped (all of clip 0, then clip 1, ...) and name every clip."""
+    clip = np.asarray(clip, np.int64)
+    if clip.size and (np.any(np.diff(clip) < 0) or clip.min() < 0 or clip.max() >= n_clips):
+        raise ValueError(f"frame clip positions must be grouped and in [0, {n_clips}), got "
+                         f"{clip.tolist()[:16]}")
+    lengths = np.bincount(clip, minlength=n_clips)
+    if np.any(lengths == 0):
+        raise ValueError(f"clips {np.flatnonzero(lengths == 0).tolist()} have no frames")
+    return lengths
+
+
+def padding_mask(lengths: np.ndarray) -> np.ndarray:
+    """bool (B, max length): True at each clip's first `length` positions."""
+    return np.arange(int(lengths.max())) < np.asarray(lengths)[:, None]
+
+
+__all__ = ["INPUTS", "OUTPUTS", "VARIABLE_OUTPUTS", "BATCH_FIELDS", "LENGTH_OUTPUTS",
+           "build_frames_pipeline", "frames_per_batch", "clip_lengths", "padding_mask"]

@@ -10,7 +10,8 @@ from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
 from bench.sample_data import encode_jpeg, photo_like
 from dali_pipes.pipelines.video import (OUTPUTS, VARIABLE_OUTPUTS, build_video_pipeline,
                                         dali_decodes)
-from dali_pipes.pipelines.video_frames import build_frames_pipeline, frame_inputs
+from dali_pipes.pipelines.video_frames import (INPUTS, build_frames_pipeline,
+                                               clip_lengths, padding_mask)
 from dali_pipes.sources.video import VideoFolderSource
 
 MEAN = np.array(IMAGENET_MEAN, np.float32)[:, None, None] * 255
@@ -113,18 +114,21 @@ def test_variable_clips_are_padded_to_the_longest_decoded_one(source):
     assert len(VARIABLE_OUTPUTS) == 4
 
 
-def test_frames_graph_cuts_each_clip_to_its_length_and_pads():
+def test_frames_graph_decodes_every_frame_of_the_batch_in_one_decoder():
     rng = np.random.default_rng(0)
     jpegs = [np.frombuffer(encode_jpeg(photo_like(rng, 24, 32)), np.uint8) for _ in range(3)]
     pipe = build_frames_pipeline(device="cpu", batch_size=2, size=None, clip_length=3,
                                  config=PipelineConfig(num_threads=1), variable=True)
-    pipe.build()
-    for t, name in enumerate(frame_inputs(3)):  # sample 1 repeats its last frame's bytes
-        pipe.feed_input(name, [jpegs[t], jpegs[min(t, 1)]])
-    pipe.feed_input("mirror", np.zeros(2, np.int32))
-    pipe.feed_input("length", np.array([3, 2], np.int32))
-    pipe.feed_input("timestamps", [np.array([0.1, 0.2, 0.3]), np.array([0.1, 0.2])])
-    frames, ts, length, mask = (np.array(out.as_tensor()) for out in pipe.run())
-    _check_padded(frames, ts, length, mask, [3, 2])
-    np.testing.assert_array_equal(frames[1, :2], frames[0, :2])  # same JPEGs, same pixels
-    assert frames.shape == (2, 3, 3, 24, 32)
+    pipe.build()  # clip 0: 3 frames, clip 1: 2 frames (pad="variable" feeds only those)
+    feeds = {"jpegs": jpegs + jpegs[:2], "mirror": np.zeros(5, np.int32),
+             "timestamps": np.array([0.1, 0.2, 0.3, 0.1, 0.2]),
+             "clip": np.array([0, 0, 0, 1, 1], np.int32)}
+    for name in INPUTS:
+        pipe.feed_input(name, feeds[name])
+    frames, ts, clip = (np.array(out.as_tensor()) for out in pipe.run())
+    assert frames.shape == (5, 3, 24, 32) and clip.tolist() == [0, 0, 0, 1, 1]
+    np.testing.assert_array_equal(frames[3:], frames[:2])  # same JPEGs, same pixels
+    np.testing.assert_array_equal(ts, feeds["timestamps"])
+    lengths = clip_lengths(clip, 2)
+    assert lengths.tolist() == [3, 2] and padding_mask(lengths).tolist() == [
+        [True, True, True], [True, True, False]]

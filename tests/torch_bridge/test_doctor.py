@@ -10,8 +10,18 @@ import pytest
 from torch_bridge import doctor
 from torch_bridge.doctor import Env, GiB
 
-EXPECTED = {"python", "torch", "cuda", "driver", "driver vs torch", "driver vs DALI",
-            "torch/DALI CUDA", "dali", "cupy", "pinned memory", "/dev/shm", "cpu cores"}
+BASE = {"python", "torch", "cuda", "driver", "driver vs torch", "driver vs DALI",
+        "torch/DALI CUDA", "dali", "cupy", "CUDA majors", "pinned memory", "/dev/shm",
+        "cpu cores"}
+GPU_ROWS = {"mixed pipeline", "NVDEC", "hardware JPEG decoder", "MIG", "cupy libraries"}
+
+
+def _expected() -> set[str]:
+    import torch
+    return BASE | (GPU_ROWS if torch.cuda.is_available() else {"gpu checks"})
+
+
+EXPECTED = _expected()
 
 
 def test_cli_json_reports_every_check():
@@ -113,3 +123,59 @@ def test_any_fail_makes_exit_code_one(monkeypatch, capsys):
     monkeypatch.setattr(doctor, "probe", lambda: Env(torch_version=None))
     assert doctor.main(["--json"]) == 1
     assert json.loads(capsys.readouterr().out)["ok"] is False
+
+
+def test_no_gpu_is_one_clear_line():
+    (row,) = doctor.gpu_checks(None, "CUDA is not available")
+    assert row.name == "gpu checks" and row.status == "info"
+    assert row.detail.startswith("skipped: no GPU") and "CUDA is not available" in row.detail
+
+
+def test_gpu_rows_from_a_probe_result():
+    found = {"device": 0, "mixed_image": "(256, 256, 3)",
+             "nvdec": {"h264": True, "vp9": True, "av1": False},
+             "nvml": {"name": "NVIDIA H200", "jpeg_engine": True, "mig": "disabled"},
+             "cupy": {"proof": "CuPy fails on cuda:0: ImportError: libcublas.so.12",
+                      "cublas": "ImportError: libcublas.so.12"}}
+    rows = {c.name: c for c in doctor.gpu_checks(found)}
+    assert set(rows) == GPU_ROWS
+    assert rows["mixed pipeline"].status == "ok"
+    assert rows["NVDEC"].status == "ok" and "not: av1" in rows["NVDEC"].detail
+    assert rows["hardware JPEG decoder"].status == "ok" and "H200" in rows[
+        "hardware JPEG decoder"].detail
+    assert rows["MIG"].status == "info"
+    assert rows["cupy libraries"].status == "warn" and "cupy-cu13" in rows[
+        "cupy libraries"].advice
+    found["mixed_image"] = "error: RuntimeError: no device"
+    found["nvml"]["mig"] = "enabled"
+    rows = {c.name: c for c in doctor.gpu_checks(found)}
+    assert rows["mixed pipeline"].status == "fail" and rows["MIG"].status == "warn"
+
+
+@pytest.mark.parametrize("torch_cuda, dali, cupy, status, odd", [
+    ("13.0", 13, 13, "ok", None), ("13.0", 12, None, "warn", "DALI"),
+    ("13.0", 13, 12, "warn", "CuPy"), ("12.4", 12, 12, "ok", None),
+    (None, 13, None, "ok", None)])
+def test_cuda_majors_of_torch_dali_and_cupy(torch_cuda, dali, cupy, status, odd):
+    (row,) = doctor.cuda_major_checks(torch_cuda, dali, cupy)
+    assert row.status == status
+    if odd:
+        assert odd in row.detail and "[test,cu13,cupy-cu13]" in row.advice
+
+
+def test_wheel_names_give_the_cuda_major(monkeypatch):
+    class Dist:
+        def __init__(self, name):
+            self.metadata = {"Name": name}
+    monkeypatch.setattr(doctor.importlib.metadata, "distributions",
+                        lambda: [Dist("numpy"), Dist("cupy-cuda13x"), Dist("nvidia-dali-cuda120")])
+    assert doctor._dali_cuda_from_wheel() == 12
+    assert doctor._dali_cuda_from_wheel("cupy-cuda") == 13
+
+
+def test_table_shows_pip_extras_literally(monkeypatch, capsys):
+    env = Env(torch_version="2.14", torch_cuda="13.0", dali_version="2.4", dali_cuda=12)
+    monkeypatch.setattr(doctor, "probe", lambda: env)
+    monkeypatch.setenv("COLUMNS", "400")  # one line per row
+    doctor.main([])
+    assert "[test,cu13,cupy-cu13]" in capsys.readouterr().out.replace("\n", "")

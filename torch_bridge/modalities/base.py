@@ -20,7 +20,9 @@ def normalize_pixels(pixels: torch.Tensor) -> torch.Tensor:
     Returns:
         A new float32 tensor on the same device.
     """
-    mean, std = PIXEL_MEAN.to(pixels.device), PIXEL_STD.to(pixels.device)
+    from torch_bridge.transfer import on_device  # constants copied once per device
+    mean = on_device("pixel_mean", PIXEL_MEAN, pixels.device)
+    std = on_device("pixel_std", PIXEL_STD, pixels.device)
     if pixels.dim() == 5:
         mean, std = mean[None], std[None]
     return (pixels.float() - mean) / std

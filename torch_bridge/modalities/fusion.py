@@ -46,11 +46,12 @@ class FusionModality(VideoModality):
     def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
                  size=224, train: bool = True, clips_per_video: int = 1,
                  pad: LoaderPad = "repeat_last", imu_offset: float = 0.0,
-                 imu_method: str = "linear", max_gap=None):
+                 imu_method: str = "linear", max_gap=None, device: str = "cpu"):
         self._imu_options = dict(imu_offset=imu_offset, imu_method=imu_method,
                                  max_gap=max_gap)
         super().__init__(data, seed=seed, clip_length=clip_length, stride=stride, size=size,
-                         train=train, clips_per_video=clips_per_video, pad=pad)
+                         train=train, clips_per_video=clips_per_video, pad=pad,
+                         device=device)
 
     def _make_source(self, data, **clip_options):  # lists the folders once, with the IMU
         return FusionFolderSource(data, **clip_options, **self._imu_options)
@@ -63,7 +64,7 @@ class FusionModality(VideoModality):
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
-        self.dali_device = device
+        self._check_device(device)
         return fusion_graph.build_fusion_pipeline(device=device, batch_size=batch_size,
                                                   config=config, size=self.size,
                                                   device_id=device_id,

@@ -27,6 +27,7 @@ import torch
 
 from dali_pipes.augment import flips
 from dali_pipes.clips import LoaderPad, check_loader_pad
+from dali_pipes.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.schema import time_fields
@@ -36,6 +37,17 @@ from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pix
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
 _DUMMY_BYTES = np.zeros(1, np.uint8)
+_CODEC_ALIASES = {"libdav1d": "av1", "libaom-av1": "av1"}  # FFmpeg decoder names of AV1
+
+
+def _decoder_context(dev: torch.device) -> tuple[str | None, dict | None]:
+    """(GPU family, device probe results) of a CUDA device, (None, None) for the CPU; the
+    probe (`dali_pipes.nvdec_probe`, cached per process) needs CUDA."""
+    if dev.type != "cuda":
+        return None, None
+    from dali_pipes.nvdec_probe import probe_codecs
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    return generation(torch.cuda.get_device_capability(index)), probe_codecs(index)
 
 
 def _check_size(size) -> tuple[int, int] | None:
@@ -134,20 +146,49 @@ class ClipModality(SourceModality):
 
 
 class VideoModality(ClipModality):
-    """Video files in class folders (see ClipModality for the options)."""
+    """Video files in class folders (see ClipModality for the options). `device` ("cpu",
+    "cuda", "cuda:N"; fixed here, never changed by build_pipeline) chooses the DALI graph's
+    device and, on a GPU, the decoder of each file (`dali_pipes.nvdec.route`: NVDEC where
+    the GPU family's tables and the one-time device probe allow it, else the PyAV fallback)."""
 
     name = "video"
     dali_outputs, variable_outputs = graph.OUTPUTS, graph.VARIABLE_OUTPUTS
     source_class = VideoFolderSource
-    dali_device = "cpu"  # set by build_pipeline
+
+    def __init__(self, data, *, device: str = "cpu", **options):
+        super().__init__(data, **options)
+        self.device = torch.device(device)
+        self.dali_device = "gpu" if self.device.type == "cuda" else "cpu"
+        self._nvdec: tuple | None = None  # (GPU family, probe results), on first use
 
     # DALI backend -------------------------------------------------------------------
+    def _check_device(self, device: str) -> None:
+        if device != self.dali_device:
+            raise ValueError(f"this {self.name} modality was made for DALI device "
+                             f"{self.dali_device!r} (its decoder routing depends on it), "
+                             f"not {device!r}; make a new one for another device")
+
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
-        self.dali_device = device
+        self._check_device(device)
+        self._routing()  # probe NVDEC here, in the main process, before feed workers start
         return graph.build_video_pipeline(device=device, batch_size=batch_size,
                                           config=config, size=self.size, device_id=device_id,
                                           variable=self.variable)
+
+    def decoder(self, index: int) -> tuple[str, str]:
+        """("nvdec" | "dali_cpu" | "pyav", why) for sample `index`'s file."""
+        info = self.source.info(index)
+        fmt = StreamFormat(codec=_CODEC_ALIASES.get(info.codec, info.codec),
+                           width=info.width, height=info.height, profile=info.profile,
+                           chroma=info.chroma, bit_depth=info.bit_depth)
+        family, probed = self._routing()
+        return route(fmt, device=self.dali_device, family=family, probed=probed)
+
+    def _routing(self) -> tuple[str | None, dict | None]:
+        if self._nvdec is None:
+            self._nvdec = _decoder_context(self.device)
+        return self._nvdec
 
     def _read(self, epoch: int, index: int, key: int | None = None) -> dict:
         """One sample's graph inputs (probing, remuxing or decoding may raise)."""
@@ -155,7 +196,9 @@ class VideoModality(ClipModality):
         info = self.source.info(index)
         sample = {"frames": frames, "hw": (info.height, info.width),
                   "timestamps": self.source.timestamps(index, frames)}
-        if graph.dali_decodes(info.codec, self.dali_device):
+        # The graph's decoder is NVDEC on a GPU and DALI's CPU decoder on the CPU; what it
+        # cannot take (a GPU's "dali_cpu" route included) is decoded here with PyAV.
+        if self.decoder(index)[0] == ("nvdec" if self.dali_device == "gpu" else "dali_cpu"):
             sample["video"], sample["start"] = self.source.read_segment(index, frames)
         else:
             sample["decoded"] = self.source.decode_clip(index, frames)

@@ -3,15 +3,16 @@
 Same options, batch schema and clip sampling as `VideoModality` ("frames" (B, T, 3, H, W)
 float32 normalized, "timestamps" (B, T) float64, "label", "index"); `make_loader` picks this
 class when `data` is a frame-folder tree (`is_frame_folder_tree`). DALI backend: the source
-reads the clip's T JPEG files, the graph decodes them (nvJPEG with `mixed` on the GPU),
-resizes, stacks them into a sequence and flips / normalizes (`dali_pipes.pipelines.
-video_frames`). Torch backend: `torchvision.io.decode_jpeg`, antialiased bilinear resize and
+reads the clip's JPEG files, the batch's B x T frames go flat through one decoder (nvJPEG /
+the hardware JPEG decoder with `mixed` on the GPU), resize and flip / normalize
+(`dali_pipes.pipelines.video_frames`), and `regroup` (called by `transfer.attach_meta`)
+makes the (B, T, ...) clips; a failing batch is decoded clip by clip (`sample_feeds`) to
+name the culprit. Torch backend: `torchvision.io.decode_jpeg`, antialiased bilinear resize and
 the same flip in the workers; normalization in `finish`. With `size=None` the native
 resolution is kept: every frame of a batch must share it, or ValueError names the files
 (the DALI feeds read each JPEG's frame header; the torch path compares decoded shapes).
-With pad="variable" a clip shorter than T fills the graph's T JPEG inputs with its last
-frame's bytes and feeds its length, and the graph cuts the sequence back (see
-`dali_pipes.pipelines.video_frames`).
+With pad="variable" a clip feeds only the frames it has; `regroup` pads every clip to the
+batch's longest with zeros and adds "length" and "mask".
 """
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ class FrameFolderModality(ClipModality):
                                            clip_length=self.source.clip_length,
                                            device_id=device_id, variable=self.variable)
 
+    # One decoder over the batch's B x T frames, regrouped into clips by `regroup` ---------
+
     def _read(self, epoch: int, index: int, key: int | None = None) -> dict:
         frames = self.clip(epoch, index, key)
         jpegs = self.source.read_jpegs(index, frames)
@@ -68,17 +71,42 @@ class FrameFolderModality(ClipModality):
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, object], np.ndarray]:
+        """The batch's frames flat, one graph sample per frame (see the graph's inputs):
+        every frame a clip has (T with pad="repeat_last", its own length with "variable")."""
         samples, kept_arr, mirror = self._read_clips(epoch, indices, guard, keys)
         if not samples:
             return {}, kept_arr
-        out: dict[str, object] = {  # a short clip repeats its last frame's bytes
-            name: [s["jpegs"][min(t, len(s["jpegs"]) - 1)] for s in samples]
-            for t, name in enumerate(graph.frame_inputs(self.source.clip_length))}
-        out["mirror"] = mirror
-        out["timestamps"] = [s["timestamps"] for s in samples]
-        if self.variable:
-            out["length"] = np.array([len(s["jpegs"]) for s in samples], np.int32)
-        return out, kept_arr
+        lengths = np.array([len(s["jpegs"]) for s in samples])
+        return {"jpegs": [data for s in samples for data in s["jpegs"]],
+                "mirror": np.repeat(mirror.astype(np.int32), lengths),
+                "timestamps": np.concatenate([s["timestamps"] for s in samples]
+                                             ).astype(np.float64),
+                "clip": np.repeat(np.arange(len(samples), dtype=np.int32), lengths)}, kept_arr
+
+    def sample_feeds(self, feeds: dict[str, object], position: int) -> dict[str, list]:
+        """The feeds of the batch's clip at `position` alone (to decode it by itself when a
+        batch fails and the culprit must be named)."""
+        rows = np.flatnonzero(np.asarray(feeds["clip"]) == position)
+        out = {name: [values[r] for r in rows] for name, values in feeds.items()}
+        out["clip"] = [np.int32(0)] * len(rows)
+        return out
+
+    def regroup(self, batch: dict[str, torch.Tensor], n_clips: int) -> dict[str, torch.Tensor]:
+        """Per-frame graph outputs -> the clip batch (a no-op for batches without "clip",
+        e.g. the torch backend's). Padded positions are exactly 0; with pad="variable" the
+        batch gains "length" and "mask"."""
+        if "clip" not in batch:
+            return batch
+        lengths = graph.clip_lengths(batch.pop("clip").numpy(), n_clips)
+        if not self.variable and np.all(lengths == lengths[0]):  # T frames each: views
+            for name in graph.BATCH_FIELDS:
+                batch[name] = batch[name].reshape(n_clips, -1, *batch[name].shape[1:])
+            return batch
+        for name in graph.BATCH_FIELDS:
+            batch[name] = _pad_clips(batch[name], lengths)
+        batch["length"] = torch.from_numpy(lengths)
+        batch["mask"] = torch.from_numpy(graph.padding_mask(lengths))
+        return batch
 
     # torch reference backend ----------------------------------------------------------
     def load(self, epoch: int, index: int, key: int | None = None
@@ -101,3 +129,17 @@ class FrameFolderModality(ClipModality):
         return {"frames": clip.contiguous(),
                 "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}
 
+
+def _pad_clips(flat: torch.Tensor, lengths: np.ndarray) -> torch.Tensor:
+    """(sum(lengths), ...) grouped by clip -> (B, max length, ...), zeros after each clip's
+    frames; a view when every clip is full, else one slice copy per clip (no index tensor
+    crosses to the device, so nothing waits on the stream)."""
+    longest = int(lengths.max())
+    if np.all(lengths == longest):
+        return flat.reshape(len(lengths), longest, *flat.shape[1:])
+    out = flat.new_zeros((len(lengths), longest, *flat.shape[1:]))
+    start = 0
+    for row, n in enumerate(lengths.tolist()):
+        out[row, :n] = flat[start:start + n]
+        start += n
+    return out
