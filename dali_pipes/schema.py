@@ -103,7 +103,10 @@ SCHEMAS = {"image": IMAGE, "video": VIDEO, "hyperspectral": HYPERSPECTRAL, "fusi
 # The fields each modality's graph returns, in output order (the rest come from meta()).
 GRAPH_OUTPUTS = {"image": ("image",), "video": ("frames", "timestamps"),
                  "hyperspectral": ("cube",),
-                 "fusion": ("frames", "timestamps", "imu", "imu_valid")}
+                 "fusion": ("frames", "timestamps", "imu", "imu_valid"),
+                 # the frame-folder graph (kind "frames" of "video"): one sample per frame,
+                 # regrouped into the video batch by FrameFolderModality.regroup
+                 "frames": ("frames", "timestamps", "clip")}
 LENGTH_OUTPUTS = tuple(LENGTHS)
 VARIABLE = frozenset(name for name, fields in SCHEMAS.items()
                      if any("T" in layout for _, layout in fields.values()))

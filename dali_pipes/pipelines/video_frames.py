@@ -36,7 +36,7 @@ from dali_pipes.pipelines.video import LENGTH_OUTPUTS, check_size
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
 INPUTS = schema.names(schema.FRAME_INPUTS)
-OUTPUTS = ("frames", "timestamps", "clip")  # per frame; `regroup` makes the clip batch
+OUTPUTS = schema.GRAPH_OUTPUTS["frames"]  # per frame; `regroup` makes the clip batch
 VARIABLE_OUTPUTS = OUTPUTS  # the same graph: padding and LENGTH_OUTPUTS come from regroup
 BATCH_FIELDS = schema.GRAPH_OUTPUTS["video"]  # after regroup (+ LENGTH_OUTPUTS when variable)
 
