@@ -138,8 +138,9 @@ def _between_scans(arr: np.ndarray, at: int, interval: int, path):
                               "occur between scans (corrupt scan)", value=f"FF {code:02X}")
         length = (int(arr[at + 2]) << 8) | int(arr[at + 3])
         if length < 2 or at + 2 + length > n:
-            raise FormatError(path, f"segment 0x{code:02x} length", "segment between scans "
-                              "runs past the end of the file", value=length)
+            raise FormatError(path, "scan data", f"segment 0x{code:02x} at byte {at} between "
+                              "scans runs past the end of the file (corrupt scan)",
+                              value=length)
         payload = arr[at + 4:at + 2 + length].tobytes()
         if code == _DRI:
             interval = restart_interval(payload, path)
