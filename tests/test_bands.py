@@ -214,3 +214,10 @@ def test_gpu_band_math_matches_numpy_on_a_big_cube():
     np.testing.assert_allclose(np.abs(gpu_v[:, :5]), np.abs(cpu_v[:, :5]), atol=1e-8)
     assert select_bands(cube, 5, n_pixels=20000, device="cuda") == \
         select_bands(cube, 5, n_pixels=20000)
+
+
+def test_bands_in_range_follows_wavelength_not_file_order():
+    descending = np.array([700.0, 650.0, 600.0, 550.0, 500.0])
+    assert bands_in_range(descending, 540, 660) == [3, 2, 1]
+    shuffled = np.array([600.0, 500.0, 700.0, 550.0, 500.0])
+    assert bands_in_range(shuffled, 0, 1000) == [1, 4, 3, 0, 2]  # ties: lower index first
