@@ -189,7 +189,8 @@ def _check_source(source) -> tuple[int, int, int]:
         raise TypeError("cube_or_array must be a (bands, lines, samples) array or a Cube "
                         "(dali_pipes.formats.cube: .geometry and .read_window, as ENVI cubes "
                         f"and SPE files have), got {type(source).__name__}")
-    return tuple(int(s) for s in source.geometry)
+    bands, lines, samples = source.geometry
+    return int(bands), int(lines), int(samples)
 
 
 def select_bands(cube_or_array: Cube | np.ndarray, k: int, *,

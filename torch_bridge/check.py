@@ -15,10 +15,14 @@ otherwise), problems and the summary to stdout; the exit code is 1 when anything
 from __future__ import annotations
 
 import argparse
+import functools
+import io
 import os
 import sys
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
+
+import numpy as np
 
 MODALITIES = ("image", "video", "hyperspectral", "fusion")
 # Listing reasons that only say "not a sample"; any other reason is a problem.
@@ -74,37 +78,59 @@ def _strict_decode(data, path: str) -> None:
         raise ValueError(f"{path}: decoder: {exc}") from exc
 
 
-def _units(modality: str, data, *, decode: bool, max_pixels
-           ) -> tuple[object, list[tuple[str, Callable[[], object]]]]:
-    """(source, [(path, check)]): one check per file the loaders read."""
-    if modality == "image":
-        from dali_pipes.sources.image import ImageFolderSource
-        src = ImageFolderSource(data, max_pixels=max_pixels)
+Units = list[tuple[str, Callable[[], object]]]
 
-        def image(i):
-            raw, _ = src.read_checked(i)
-            return _strict_decode(raw, src.files[i]) if decode else None
-        return src, [(src.files[i], lambda i=i: image(i)) for i in range(len(src))]
-    if modality == "hyperspectral":
-        from dali_pipes.sources.hyperspectral import HyperspectralSource
-        src = HyperspectralSource(data)
-        return src, [(s.path, lambda k=k: src.cube(k)) for k, s in enumerate(src.scenes)]
-    from dali_pipes.sources.video_frames import FrameFolderSource, is_frame_folder_tree
-    if modality == "video" and is_frame_folder_tree(data):
-        src = FrameFolderSource(data, max_pixels=max_pixels)
 
-        def folder(i):
-            frames = src.read_jpegs(i, list(range(src.frame_count(i))))
-            for k, raw in enumerate(frames if decode else []):
-                _strict_decode(raw, f"{src.files[i]}/frame {k}")
-        return src, [(f, lambda i=i: folder(i)) for i, f in enumerate(src.files)]
-    if modality == "video":
-        from dali_pipes.sources.video import VideoFolderSource
-        src = VideoFolderSource(data)
-        return src, [(f, lambda i=i: src.info(i)) for i, f in enumerate(src.files)]
+def _image_units(data, decode: bool, max_pixels) -> tuple[object, Units]:
+    from dali_pipes.sources.image import ImageFolderSource
+    src = ImageFolderSource(data, max_pixels=max_pixels)
+
+    def image(i: int) -> None:
+        raw, _ = src.read_checked(i)
+        if decode:
+            _strict_decode(raw, src.files[i])
+    return src, [(f, functools.partial(image, i)) for i, f in enumerate(src.files)]
+
+
+def _frame_units(data, decode: bool, max_pixels) -> tuple[object, Units]:
+    from dali_pipes.sources.video_frames import FrameFolderSource
+    src = FrameFolderSource(data, max_pixels=max_pixels)
+
+    def folder(i: int) -> None:
+        frames = src.read_jpegs(i, np.arange(src.frame_count(i)))
+        for k, raw in enumerate(frames if decode else []):
+            _strict_decode(raw, f"{src.files[i]}/frame {k}")
+    return src, [(f, functools.partial(folder, i)) for i, f in enumerate(src.files)]
+
+
+def _scene_units(data) -> tuple[object, Units]:
+    from dali_pipes.sources.hyperspectral import HyperspectralSource
+    src = HyperspectralSource(data)
+    return src, [(s.path, functools.partial(src.cube, k)) for k, s in enumerate(src.scenes)]
+
+
+def _video_units(data, fusion: bool) -> tuple[object, Units]:
     from dali_pipes.sources.fusion import FusionFolderSource
-    src = FusionFolderSource(data)
-    return src, [(f, lambda i=i: (src.info(i), src.stream(i))) for i, f in enumerate(src.files)]
+    from dali_pipes.sources.video import VideoFolderSource
+    src = FusionFolderSource(data) if fusion else VideoFolderSource(data)
+
+    def video(i: int) -> None:
+        src.info(i)
+        if isinstance(src, FusionFolderSource):
+            src.stream(i)
+    return src, [(f, functools.partial(video, i)) for i, f in enumerate(src.files)]
+
+
+def _units(modality: str, data, *, decode: bool, max_pixels) -> tuple[object, Units]:
+    """(source, [(path, check)]): one check per file the loaders read."""
+    from dali_pipes.sources.video_frames import is_frame_folder_tree
+    if modality == "image":
+        return _image_units(data, decode, max_pixels)
+    if modality == "hyperspectral":
+        return _scene_units(data)
+    if modality == "video" and is_frame_folder_tree(data):
+        return _frame_units(data, decode, max_pixels)
+    return _video_units(data, fusion=modality == "fusion")
 
 
 def check_data(data, *, modality: str | None = None, decode: bool = False,
@@ -177,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-pixels", type=int, default=None)
     args = parser.parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # names that are not UTF-8 print escaped
-        stream.reconfigure(errors="backslashreplace")
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     data = args.data[0] if len(args.data) == 1 else args.data
     progress = _Progress()
     try:

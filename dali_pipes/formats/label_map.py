@@ -38,8 +38,8 @@ def read_label_map(path: str | os.PathLike, shape: tuple[int, int]) -> np.ndarra
             needed = int(np.prod(found)) * dtype.itemsize
             available = os.fstat(f.fileno()).st_size - f.tell()
             if available < needed:
-                raise FormatError(path, "label map size", "file is shorter than its header says",
-                                  value=f"{available} bytes", expected=f">= {needed} bytes")
+                raise FormatError(path, "label map size", "file is shorter than its header "
+                                  "says", value=f"{available} bytes", expected=f">= {needed} bytes")
             labels = np.fromfile(f, dtype=dtype, count=int(np.prod(found)))
     except OSError as exc:
         raise FormatError(path, "file", f"cannot read: {exc.strerror or exc}") from exc
@@ -76,5 +76,5 @@ def _check_values(path: str, labels: np.ndarray) -> None:
         raise FormatError(path, "label map values", "negative label", value=int(labels.min()),
                           expected=">= 0 (0 means unlabeled)")
     if labels.dtype.kind == "u" and labels.dtype.itemsize == 8 and labels.max() > _INT64_MAX:
-        raise FormatError(path, "label map values", "label does not fit int64", value=int(labels.max()),
-                          expected=f"<= {_INT64_MAX}")
+        raise FormatError(path, "label map values", "label does not fit int64",
+                          value=int(labels.max()), expected=f"<= {_INT64_MAX}")

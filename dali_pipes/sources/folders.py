@@ -49,7 +49,7 @@ def is_sample(entry: os.DirEntry, extensions: frozenset[str] | None) -> str | No
         ok = False
     if not ok:
         return _why_not(entry, want_dir)
-    if want_dir:
+    if extensions is None:
         return None
     _, dot, suffix = entry.name.rpartition(".")
     return None if dot and "." + suffix.lower() in extensions else "other extension"
@@ -94,9 +94,17 @@ class ClassFolderListing:
 
 def listing_digest(files: Sequence[str], roots: Sequence[str], source_ids: np.ndarray,
                    sizes: np.ndarray, mtimes_ns: np.ndarray, extra: bytes = b"") -> str:
-    """"N files, sha256 ... (names), sizes+mtimes sha256 ...": names relative to their root (so a moved
-    data set keeps its digest); sizes and mtimes (int64 each, hashed as arrays); `extra`
-    (e.g. label map contents) joins the second hash."""
+    """A listing's identity: "N files, sha256 ... (names), sizes+mtimes sha256 ...".
+
+    Args:
+        files, roots, source_ids: the samples and the root each belongs to; names are hashed
+            relative to their root (so a moved data set keeps its digest), as bytes.
+        sizes, mtimes_ns: int64 arrays, hashed whole.
+        extra: more bytes for the second hash (e.g. label map contents, IMU file stats).
+
+    Returns:
+        The digest string (two 128-bit hex prefixes of sha256).
+    """
     names = hashlib.sha256()
     prefixes = [os.path.join(os.fsencode(r), b"") for r in roots]
     for path, source in zip(files, np.asarray(source_ids).tolist()):

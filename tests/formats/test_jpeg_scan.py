@@ -4,8 +4,16 @@ from PIL import Image
 
 from dali_pipes.formats import FormatError
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size
-from tests.formats.jpeg_corruptions import (PIXELS, bomb, cut_with_eoi, encode, eoi_inside,
-                                            garbage_with_ff, sof_inside, swap_restart)
+from tests.formats.jpeg_corruptions import (
+    PIXELS,
+    bomb,
+    cut_with_eoi,
+    encode,
+    eoi_inside,
+    garbage_with_ff,
+    sof_inside,
+    swap_restart,
+)
 
 GOOD = {
     "baseline": {}, "progressive": {"progressive": True},

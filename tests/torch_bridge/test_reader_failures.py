@@ -10,8 +10,15 @@ import torchvision.io  # noqa: F401  (imported once here, not per loader)
 
 from dali_pipes.sources import ImageFolderSource
 from tests.conftest import write_image_folder
-from tests.formats.jpeg_corruptions import (bomb, cut_with_eoi, encode, eoi_inside,
-                                            garbage_with_ff, sof_inside, swap_restart)
+from tests.formats.jpeg_corruptions import (
+    bomb,
+    cut_with_eoi,
+    encode,
+    eoi_inside,
+    garbage_with_ff,
+    sof_inside,
+    swap_restart,
+)
 from torch_bridge import SampleError, make_loader
 
 BACKENDS = ("dali", "torch")
