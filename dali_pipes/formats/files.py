@@ -32,7 +32,7 @@ def read_file_bytes(path: str | os.PathLike) -> np.ndarray:
                               expected="a regular file")
         data = np.empty(st.st_size, dtype=np.uint8)
         with os.fdopen(fd, "rb", closefd=False) as f:
-            got = f.readinto(memoryview(data))
+            got = f.readinto(data.data)
         return data[:got or 0]
     finally:
         os.close(fd)

@@ -95,9 +95,12 @@ def read_window(cube: Cube, y: int, x: int, h: int, w: int, bands) -> np.ndarray
 
 
 def _scene(path: str, source_id: int) -> Scene:
-    with open_cube(path) as cube:
+    cube = open_cube(path)
+    try:
         bands, lines, samples = cube.geometry
         dtype, wavelengths = np.dtype(cube.dtype), cube.wavelengths
+    finally:
+        cube.close()
     if dtype.kind == "c":
         raise FormatError(path, "data type", "complex cubes cannot be loaded as patches",
                           value=str(dtype), expected="an integer or real float type")
