@@ -177,8 +177,9 @@ class _Progress:
     def __init__(self):
         self._bar = self._task = None
         if sys.stderr.isatty():
+            from rich.console import Console
             from rich.progress import Progress
-            self._bar = Progress(transient=True, console=None)
+            self._bar = Progress(transient=True, console=Console(stderr=True))
             self._bar.start()
 
     def __call__(self, done: int, total: int) -> None:
