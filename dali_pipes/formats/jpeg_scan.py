@@ -45,7 +45,8 @@ def check_scans(data, header: JpegHeader, path) -> None:
     while True:
         i = int(np.searchsorted(pos, scan_at))
         j = _first_non_rst(codes, i)
-        _check_restarts(codes[i:j], header, interval, comps, scan_at, path)
+        trailing = j > i and j < len(pos) and pos[j] - pos[j - 1] == 2  # RST right at the end
+        _check_restarts(codes[i:j], header, interval, comps, scan_at, path, trailing)
         if j == len(pos):
             raise FormatError(path, "EOI marker", "truncated: no end-of-image marker after "
                               "the scan data", expected="FF D9 at the end of the file")
@@ -77,8 +78,10 @@ def _first_non_rst(codes: np.ndarray, i: int) -> int:
 
 
 def _check_restarts(rst: np.ndarray, header: JpegHeader, interval: int, comps, at: int,
-                    path) -> None:
-    """The restart markers of one scan: in sequence, and as many as the interval needs."""
+                    path, trailing: bool = False) -> None:
+    """The restart markers of one scan: in sequence, and as many as the interval needs (one
+    more is tolerated when it is `trailing`: right before the scan's end, as some encoders
+    write it and decoders accept)."""
     if len(rst) == 0 and interval == 0:
         return
     if interval == 0:
@@ -93,7 +96,7 @@ def _check_restarts(rst: np.ndarray, header: JpegHeader, interval: int, comps, a
                           expected=f"FF {0xD0 + k % 8:02X}")
     if header.sof in _COUNTED:
         expected = math.ceil(_mcus(header, comps, path) / interval) - 1
-        if len(rst) != expected:
+        if len(rst) != expected and not (trailing and len(rst) == expected + 1):
             what = "cut off" if len(rst) < expected else "garbage"
             raise FormatError(path, "restart markers", f"the scan at byte {at} holds "
                               f"{len(rst)} restart markers ({what})", value=len(rst),
@@ -152,13 +155,18 @@ def _between_scans(arr: np.ndarray, at: int, interval: int, path):
 
 
 def _check_trailing(arr: np.ndarray, eoi: int, path) -> None:
-    """Bytes after the EOI are allowed (padding, appended data, a second image) unless they
-    end in another EOI without starting an image: then the first EOI cut the scan short."""
+    """Bytes after the EOI are allowed (padding, an appended video or second image) unless
+    they themselves end in FF D9 (zero padding aside) without starting an image: then the
+    first EOI sits inside the scan data and cut it short."""
     rest = arr[eoi + 2:]
-    if len(rest) < 2:
+    nonzero = np.flatnonzero(rest)
+    if len(nonzero) == 0 or nonzero[-1] < 1:
         return
-    last = np.flatnonzero((rest[:-1] == 0xFF) & (rest[1:] == _EOI))
-    if len(last) and not (rest[0] == 0xFF and rest[1] == 0xD8):
+    end = int(nonzero[-1]) + 1
+    if end % 2 == 0 and (rest[:end:2] == 0xFF).all() and (rest[1:end:2] == _EOI).all():
+        return  # EOI written twice (or more): nothing was cut
+    if rest[end - 2] == 0xFF and rest[end - 1] == _EOI and not (
+            rest[0] == 0xFF and rest[1] == 0xD8):
         raise FormatError(path, "EOI marker", f"end-of-image marker at byte {eoi} is "
                           f"followed by {len(rest)} bytes ending in another FF D9 (an EOI "
                           "inside the scan data: corrupt scan)", value=eoi,

@@ -36,6 +36,9 @@ def test_grayscale_exif_and_trailing_data_pass():
     assert jpeg_size(gray) == (75, 100)
     assert jpeg_size(gray + b"\0" * 100) == (75, 100)  # padding after EOI
     assert jpeg_size(gray + encode()) == (75, 100)  # a second image appended (MPF style)
+    trailer = bytes(range(256)) * 8 + b"\xff\xd9" + b"moov" * 64  # e.g. an appended video
+    assert jpeg_size(gray + trailer) == (75, 100)
+    assert jpeg_size(gray + b"\xff\xd9" + b"\0" * 7) == (75, 100)  # EOI written twice
 
 
 @pytest.mark.parametrize("make, options, field", [
@@ -56,6 +59,17 @@ def test_corrupt_scans_name_file_and_field(make, options, field):
     assert info.value.field in ((field,) if isinstance(field, str) else field)
     assert info.value.path == "/data/cat.jpg"
     assert "/data/cat.jpg" in str(info.value)
+
+
+def test_a_restart_marker_right_before_eoi_is_tolerated():
+    data = encode(restart_marker_blocks=4)
+    assert jpeg_size(data[:-2] + _next_rst(data) + b"\xff\xd9") == (75, 100)
+
+
+def _next_rst(data: bytes) -> bytes:
+    """The restart marker that would follow the last one of `data`'s scan."""
+    last = max(data.rfind(bytes([0xFF, 0xD0 + k])) for k in range(8))
+    return bytes([0xFF, 0xD0 + (data[last + 1] - 0xD0 + 1) % 8])
 
 
 def test_undetectable_cases_are_the_documented_ones():
