@@ -192,7 +192,11 @@ def _list_files(root: Path, names: list[str], extensions: frozenset[str] | None,
         for entry in entries:
             why = is_sample(entry, extensions)
             if why is None:
-                st = entry.stat()
+                try:
+                    st = entry.stat()
+                except OSError as exc:  # removed or broken since the directory was read
+                    ignored.append((entry.path, f"cannot stat: {exc.strerror or exc}"))
+                    continue
                 found.append((name, entry.path, (st.st_size, st.st_mtime_ns)))
             else:
                 ignored.append((entry.path, why))
