@@ -38,10 +38,11 @@ from dali_pipes.formats import FormatError, open_envi, open_spe
 from dali_pipes.formats.cube import Cube
 from dali_pipes.formats.envi import locate_envi_files
 from dali_pipes.formats.label_map import read_label_map
-from dali_pipes.sources.folders import listing_digest
+from dali_pipes.sources.folders import is_sample, listing_digest
 
 PathLike = Union[str, os.PathLike]
 SCENE_SUFFIXES = {".hdr": "envi", ".spe": "spe"}
+_SCENE_EXTENSIONS = frozenset(SCENE_SUFFIXES)
 LABELS_SUFFIX = ".labels.npy"
 
 
@@ -69,9 +70,8 @@ def list_scene_files(data: PathLike | Sequence[PathLike]) -> list[tuple[str, int
     for source_id, root in enumerate(map(Path, roots)):
         if not root.is_dir():
             raise FileNotFoundError(f"{root}: data folder does not exist or is not a folder")
-        names = sorted(e.name for e in os.scandir(root) if e.is_file()
-                       and not e.name.startswith(".")
-                       and Path(e.name).suffix.lower() in SCENE_SUFFIXES)
+        with os.scandir(root) as entries:
+            names = sorted(e.name for e in entries if is_sample(e, _SCENE_EXTENSIONS) is None)
         if not names:
             raise ValueError(f"{root}: no scenes (expected <scene>.hdr or <scene>.spe files)")
         found += [(str(root / name), source_id) for name in names]
