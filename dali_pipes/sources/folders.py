@@ -25,6 +25,7 @@ PathLike = Union[str, os.PathLike]
 
 
 def is_hidden(name: str) -> bool:
+    """Whether a directory entry named `name` is hidden (a leading dot): never a sample."""
     return name.startswith(".")
 
 
