@@ -34,6 +34,7 @@ class _FakeCube:
     def __init__(self, array):
         self.array, self.geometry, self.reads = array, array.shape, 0
         self.path, self.dtype, self.wavelengths = "<fake>", array.dtype, None
+        self.files = ("<fake>",)
 
     def close(self):
         pass

@@ -24,6 +24,11 @@ class Cube(Protocol):
         ...
 
     @property
+    def files(self) -> tuple[str, ...]:
+        """Every file the scene's data comes from (header first)."""
+        ...
+
+    @property
     def dtype(self) -> np.dtype:
         """Native-endian dtype of what reads return."""
         ...

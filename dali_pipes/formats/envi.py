@@ -271,6 +271,11 @@ class EnviCube(MappedFile):
         """(bands, lines, samples), as the `Cube` protocol has it (the shape)."""
         return self.shape
 
+    @property
+    def files(self) -> tuple[str, ...]:
+        """`Cube` protocol: the header and the data file."""
+        return self.path, self.data_path
+
     def read_window(self, y: int, x: int, h: int, w: int, bands=None) -> np.ndarray:
         """`Cube` protocol: the same as `read_patch`."""
         return self.read_patch(y, x, h, w, bands=bands)

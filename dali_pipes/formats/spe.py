@@ -284,6 +284,11 @@ class SpeFile(MappedFile):
         """(bands, lines, samples) of the `Cube` protocol: (xdim, frames, ydim)."""
         return self.layout.xdim, self.layout.frames, self.layout.ydim
 
+    @property
+    def files(self) -> tuple[str, ...]:
+        """`Cube` protocol: the one .spe file."""
+        return (self.path,)
+
     def read_window(self, y: int, x: int, h: int, w: int, bands=None) -> np.ndarray:
         """`Cube` protocol: (n_bands, h, w) of frames ``y:y+h``, y-rows ``x:x+w`` and x
         columns ``bands`` (None: all)."""

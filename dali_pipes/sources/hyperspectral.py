@@ -36,7 +36,6 @@ from dali_pipes.augment import STREAM_PATCH, uniforms
 from dali_pipes.bands import band_statistics, bands_in_range
 from dali_pipes.formats import FormatError, open_envi, open_spe
 from dali_pipes.formats.cube import Cube
-from dali_pipes.formats.envi import locate_envi_files
 from dali_pipes.formats.label_map import read_label_map
 from dali_pipes.sources.folders import is_sample, listing_digest
 
@@ -59,6 +58,7 @@ class Scene:
     wavelengths: np.ndarray | None
     source_id: int
     band_indices: list[int] | None = None  # None: all bands
+    files: tuple[str, ...] = ()  # the files the data comes from (Cube.files)
 
 
 def list_scene_files(data: PathLike | Sequence[PathLike]) -> list[tuple[str, int]]:
@@ -98,14 +98,14 @@ def _scene(path: str, source_id: int) -> Scene:
     cube = open_cube(path)
     try:
         bands, lines, samples = cube.geometry
-        dtype, wavelengths = np.dtype(cube.dtype), cube.wavelengths
+        dtype, wavelengths, files = np.dtype(cube.dtype), cube.wavelengths, cube.files
     finally:
         cube.close()
     if dtype.kind == "c":
         raise FormatError(path, "data type", "complex cubes cannot be loaded as patches",
                           value=str(dtype), expected="an integer or real float type")
     return Scene(path, SCENE_SUFFIXES[Path(path).suffix.lower()], bands, lines, samples,
-                 dtype, wavelengths, source_id)
+                 dtype, wavelengths, source_id, files=files)
 
 
 def label_map_path(scene_path: str) -> str:
@@ -125,9 +125,7 @@ def _scenes_digest(data, scenes: list[Scene], label_maps: list[np.ndarray]) -> s
     roots = [data] if isinstance(data, (str, os.PathLike)) else list(data)
     stats, extra = [], hashlib.sha256()
     for scene, labels in zip(scenes, label_maps):
-        files = [scene.path] + ([locate_envi_files(scene.path)[1]] if scene.kind == "envi"
-                                else [])
-        for st in map(os.stat, files):
+        for st in map(os.stat, scene.files):
             stats.append((st.st_size, st.st_mtime_ns))
         extra.update(str(labels.dtype).encode() + repr(labels.shape).encode())
         extra.update(np.ascontiguousarray(labels).tobytes())
