@@ -45,11 +45,11 @@ def check_scans(data, header: JpegHeader, path) -> None:
     while True:
         i = int(np.searchsorted(pos, scan_at))
         j = _first_non_rst(codes, i)
-        trailing = j > i and j < len(pos) and pos[j] - pos[j - 1] == 2  # RST right at the end
-        _check_restarts(codes[i:j], header, interval, comps, scan_at, path, trailing)
         if j == len(pos):
             raise FormatError(path, "EOI marker", "truncated: no end-of-image marker after "
                               "the scan data", expected="FF D9 at the end of the file")
+        trailing = j > i and pos[j] - pos[j - 1] == 2  # a restart marker right at the end
+        _check_restarts(codes[i:j], header, interval, comps, scan_at, path, trailing)
         at, code = int(pos[j]), int(codes[j])
         if code == _EOI:
             return _check_trailing(arr, at, path)

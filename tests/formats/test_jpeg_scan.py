@@ -51,6 +51,7 @@ def test_grayscale_exif_and_trailing_data_pass():
     (eoi_inside, {}, "EOI marker"),
     (sof_inside, {}, "scan data"),
     (lambda d: d[:-2], {}, "EOI marker"),
+    (lambda d: d[:len(d) * 2 // 3], {"restart_marker_rows": 1}, "EOI marker"),
     (lambda d: d[:-2] + b"\xff\xd0" * 3 + b"\xff\xd9", {}, "restart markers"),
 ])
 def test_corrupt_scans_name_file_and_field(make, options, field):
