@@ -21,17 +21,13 @@ from __future__ import annotations
 
 import warnings
 from types import ModuleType
-from typing import Callable, Literal, Protocol, TypeVar
+from typing import Callable, Literal, TypeVar
 
 import numpy as np
 
+from dali_pipes.formats.cube import Cube
+
 _T = TypeVar("_T")
-
-
-class _Cube(Protocol):
-    shape: tuple[int, int, int]  # (bands, lines, samples)
-
-    def read_patch(self, y: int, x: int, h: int, w: int, bands=None) -> np.ndarray: ...
 
 
 def _cuda_index(device) -> int | None:
@@ -113,7 +109,7 @@ def _gather(source, positions: np.ndarray, samples: int) -> np.ndarray:
         return source[:, ys, xs].T
     rows = []
     for y in np.unique(ys):  # a loop over image rows, not pixels
-        row = source.read_patch(int(y), 0, 1, samples)[:, 0, :]
+        row = source.read_window(int(y), 0, 1, samples)[:, 0, :]
         rows.append(row[:, xs[ys == y]].T)
     return np.concatenate(rows, axis=0)
 
@@ -184,13 +180,15 @@ def _check_source(source) -> tuple[int, int, int]:
         if source.ndim != 3:
             raise ValueError(f"an array must be (bands, lines, samples), got shape {source.shape}")
         return source.shape
-    if not (hasattr(source, "read_patch") and len(getattr(source, "shape", ())) == 3):
-        raise TypeError("cube_or_array must be a (bands, lines, samples) array or a cube "
-                        f"with .shape and .read_patch, got {type(source).__name__}")
-    return tuple(int(s) for s in source.shape)
+    if not isinstance(source, Cube):
+        raise TypeError("cube_or_array must be a (bands, lines, samples) array or a Cube "
+                        "(dali_pipes.formats.cube: .geometry and .read_window, as ENVI cubes "
+                        f"and SPE files have), got {type(source).__name__}")
+    bands, lines, samples = source.geometry
+    return int(bands), int(lines), int(samples)
 
 
-def select_bands(cube_or_array: _Cube | np.ndarray, k: int, *,
+def select_bands(cube_or_array: Cube | np.ndarray, k: int, *,
                  method: Literal["pca", "mi"] = "pca", labels: np.ndarray | None = None,
                  n_pixels: int = 4096, seed: int = 0, device: str = "cpu") -> list[int]:
     """K distinct band indices (sorted) chosen on a random sample of ``n_pixels`` pixels;
@@ -224,7 +222,9 @@ def select_bands(cube_or_array: _Cube | np.ndarray, k: int, *,
 
 
 def bands_in_range(wavelengths, low_nm: float, high_nm: float) -> list[int]:
-    """Indices of the bands whose wavelength lies in ``[low_nm, high_nm]`` (inclusive)."""
+    """Indices of the bands whose wavelength lies in ``[low_nm, high_nm]`` (inclusive), in
+    order of increasing wavelength (ties: lower index first), whatever order the file lists
+    its bands in, so every scene gives its channels in the same spectral order."""
     if wavelengths is None:
         raise ValueError("the cube has no wavelengths, so a wavelength range cannot be used")
     wl = np.asarray(wavelengths, dtype=np.float64).reshape(-1)
@@ -235,7 +235,7 @@ def bands_in_range(wavelengths, low_nm: float, high_nm: float) -> list[int]:
         span = f"{np.nanmin(wl):g}..{np.nanmax(wl):g} nm" if wl.size else "no bands"
         raise ValueError(f"no band has a wavelength in [{low_nm:g}, {high_nm:g}] nm "
                          f"(the cube covers {span})")
-    return [int(i) for i in found]
+    return [int(i) for i in found[np.argsort(wl[found], kind="stable")]]
 
 
 __all__ = ["array_module", "band_statistics", "bands_in_range", "mutual_information",

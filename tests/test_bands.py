@@ -29,12 +29,17 @@ def _labelled_cube(informative: int = 7):
 
 
 class _FakeCube:
-    """The read_patch protocol over an array, counting reads."""
+    """The Cube protocol (dali_pipes.formats.cube) over an array, counting reads."""
 
     def __init__(self, array):
-        self.array, self.shape, self.reads = array, array.shape, 0
+        self.array, self.geometry, self.reads = array, array.shape, 0
+        self.path, self.dtype, self.wavelengths = "<fake>", array.dtype, None
+        self.files = ("<fake>",)
 
-    def read_patch(self, y, x, h, w, bands=None):
+    def close(self):
+        pass
+
+    def read_window(self, y, x, h, w, bands=None):
         self.reads += 1
         sel = slice(None) if bands is None else list(bands)
         return self.array[sel, y:y + h, x:x + w].copy()
@@ -92,7 +97,7 @@ def test_with_envi_cube(tmp_path):
     with open_envi(tmp_path / "c.hdr") as cube:
         picked = select_bands(cube, 4, n_pixels=100)
         assert picked == select_bands(array, 4, n_pixels=100)
-        assert cube.read_patch(0, 0, 2, 2, bands=picked).shape == (4, 2, 2)
+        assert cube.read_window(0, 0, 2, 2, bands=picked).shape == (4, 2, 2)
 
 
 def test_non_finite_pixels_are_ignored():
@@ -210,3 +215,10 @@ def test_gpu_band_math_matches_numpy_on_a_big_cube():
     np.testing.assert_allclose(np.abs(gpu_v[:, :5]), np.abs(cpu_v[:, :5]), atol=1e-8)
     assert select_bands(cube, 5, n_pixels=20000, device="cuda") == \
         select_bands(cube, 5, n_pixels=20000)
+
+
+def test_bands_in_range_follows_wavelength_not_file_order():
+    descending = np.array([700.0, 650.0, 600.0, 550.0, 500.0])
+    assert bands_in_range(descending, 540, 660) == [3, 2, 1]
+    shuffled = np.array([600.0, 500.0, 700.0, 550.0, 500.0])
+    assert bands_in_range(shuffled, 0, 1000) == [1, 4, 3, 0, 2]  # ties: lower index first

@@ -141,25 +141,17 @@ def _close_engine(engine) -> None:
 
 
 def _listing_digest(modality) -> str | None:
-    """sha256 of the ordered sample files, each relative to its data root (so moving the data
-    set keeps it), or its base name; None when the modality exposes no file list."""
-    import hashlib
+    """The source's own `listing_digest()` (names relative to their roots, sizes, mtimes and
+    whatever else the source reads when it is made); None for a modality without a source
+    (an in-memory data set). A source without the method is an error, not a weaker check."""
     source = getattr(modality, "source", None)
-    if hasattr(source, "files"):
-        paths = [str(p) for p in source.files]
-    elif hasattr(source, "scenes"):
-        paths = [str(scene.path) for scene in source.scenes]
-    else:
+    if source is None:
         return None
-    roots = [os.path.abspath(r) for r in getattr(source, "roots", ())]
-    digest = hashlib.sha256()
-    for path in paths:
-        full = os.path.abspath(path)
-        root = next((r for r in roots if full.startswith(r + os.sep)), None)
-        digest.update(os.path.relpath(full, root).encode() if root else
-                      os.path.basename(full).encode())
-        digest.update(b"\0")
-    return f"{len(paths)} files, sha256 {digest.hexdigest()}"
+    digest = getattr(source, "listing_digest", None)
+    if not callable(digest):
+        raise TypeError(f"{type(source).__name__} has no listing_digest(): every source must "
+                        f"state its listing so resume can check it")
+    return digest()
 
 
 def _order_spec(plan: EpochPlan, modality, name: str) -> dict[str, Any]:

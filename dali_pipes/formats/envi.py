@@ -266,6 +266,20 @@ class EnviCube(MappedFile):
                              f"(lines, samples)=({self.header.lines}, {self.header.samples})")
         return self._native(self._index(self._band_index(bands), slice(y, y + h), slice(x, x + w)))
 
+    @property
+    def geometry(self) -> tuple[int, int, int]:
+        """(bands, lines, samples), as the `Cube` protocol has it (the shape)."""
+        return self.shape
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """`Cube` protocol: the header and the data file."""
+        return self.path, self.data_path
+
+    def read_window(self, y: int, x: int, h: int, w: int, bands=None) -> np.ndarray:
+        """`Cube` protocol: the same as `read_patch`."""
+        return self.read_patch(y, x, h, w, bands=bands)
+
     def _end(self, bands, rows: slice, cols: slice) -> int:
         """One past the last byte a read of these bands, rows and columns touches."""
         wanted = {"bands": bands, "lines": rows, "samples": cols}

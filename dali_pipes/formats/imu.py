@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from dali_pipes.formats.errors import FormatError
+from dali_pipes.formats.files import read_file_bytes
 
 IMU_SUFFIX = ".imu.csv"
 TIME_COLUMN = "t"
@@ -89,8 +90,8 @@ def write_imu(path: str | os.PathLike, t, values, channels) -> Path:
 def _read_text(path: str) -> str:
     """Whole file as text; universal newlines, so every line ends in a bare "\\n"."""
     try:
-        with open(path, encoding="utf-8-sig") as f:
-            return f.read()
+        raw = read_file_bytes(path).tobytes()  # never blocks on a FIFO
+        return raw.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
     except FileNotFoundError as exc:
         raise FormatError(path, "file", "no such file") from exc
     except (OSError, UnicodeDecodeError) as exc:

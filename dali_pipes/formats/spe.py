@@ -279,6 +279,25 @@ class SpeFile(MappedFile):
             return np.array(values, dtype=self.dtype)
         return np.asarray(values[:, :, columns], dtype=self.dtype)  # indexing copied already
 
+    @property
+    def geometry(self) -> tuple[int, int, int]:
+        """(bands, lines, samples) of the `Cube` protocol: (xdim, frames, ydim)."""
+        return self.layout.xdim, self.layout.frames, self.layout.ydim
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """`Cube` protocol: the one .spe file."""
+        return (self.path,)
+
+    def read_window(self, y: int, x: int, h: int, w: int, bands=None) -> np.ndarray:
+        """`Cube` protocol: (n_bands, h, w) of frames ``y:y+h``, y-rows ``x:x+w`` and x
+        columns ``bands`` (None: all)."""
+        for name, size in (("h", h), ("w", w)):
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        frames = self.read_frames(y, y + h, rows=(x, x + w), columns=bands)  # (h, w, n_bands)
+        return np.ascontiguousarray(frames.transpose(2, 0, 1))
+
     def _rows(self, rows) -> tuple[int, int]:
         if rows is None:
             return 0, self.layout.ydim

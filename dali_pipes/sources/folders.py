@@ -1,14 +1,70 @@
-"""Listing folders of class folders, shared by the image, video and fusion sources."""
+"""Listing folders of class folders, shared by the image, video, fusion and frame sources.
+
+One predicate (`is_sample`) decides which directory entries are samples, and one listing
+records, beside the samples, every entry it left out and why (`ignored`, `ignored_reasons`):
+other extensions and hidden files, dangling symlinks, symlink loops, class folders that
+cannot be read. Such folders are reported and listed around, never fatal to the whole set.
+Names that are not valid UTF-8 are kept as the surrogate-escaped str `os.scandir` returns,
+which every `open()` accepts; digests encode them with `os.fsencode`.
+
+Each file's size and modification time come from the listing's own `stat`, so the listing
+digest (`ClassFolderListing.digest`) sees files replaced under the same name.
+"""
 from __future__ import annotations
 
+import hashlib
 import os
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence, Union
 
 import numpy as np
 
 PathLike = Union[str, os.PathLike]
+
+
+def is_hidden(name: str) -> bool:
+    """Whether a directory entry named `name` is hidden (a leading dot): never a sample."""
+    return name.startswith(".")
+
+
+def is_sample(entry: os.DirEntry, extensions: frozenset[str] | None) -> str | None:
+    """None when `entry` is a sample, else why not (a short reason).
+
+    Args:
+        entry: a directory entry of a class folder.
+        extensions: lower-case suffixes (".jpg") of sample files; None: samples are the
+            visible sub-folders (frame folders), files are ignored.
+
+    Returns:
+        None for a sample; "hidden", "other extension", "not a file", "not a folder",
+        "dangling symlink" or "symlink loop or unreadable" otherwise.
+    """
+    if is_hidden(entry.name):
+        return "hidden"
+    want_dir = extensions is None
+    try:
+        ok = entry.is_dir() if want_dir else entry.is_file()
+    except OSError:
+        ok = False
+    if not ok:
+        return _why_not(entry, want_dir)
+    if extensions is None:
+        return None
+    _, dot, suffix = entry.name.rpartition(".")
+    return None if dot and "." + suffix.lower() in extensions else "other extension"
+
+
+def _why_not(entry: os.DirEntry, want_dir: bool) -> str:
+    if entry.is_symlink():
+        try:
+            os.stat(entry.path)
+        except FileNotFoundError:
+            return "dangling symlink"
+        except OSError:
+            return "symlink loop or unreadable"
+    return "not a file" if not want_dir else "not a folder"
 
 
 @dataclass(frozen=True)
@@ -25,58 +81,124 @@ class ClassFolderListing:
     files: tuple[str, ...]
     labels: np.ndarray  # int64, one per file
     source_ids: np.ndarray  # int64, one per file: the position of its root in `roots`
-    ignored: tuple[str, ...]  # files present but not samples (other extensions, hidden files)
+    ignored: tuple[str, ...]  # entries present but not samples
+    ignored_reasons: tuple[str, ...] = ()  # why, one per `ignored` entry
+    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    mtimes_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def digest(self) -> str:
+        """The listing's identity: sample names relative to their root, with sizes and
+        modification times (see `listing_digest`)."""
+        return listing_digest(self.files, self.roots, self.source_ids, self.sizes,
+                              self.mtimes_ns)
 
 
-def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozenset[str],
+def listing_digest(files: Sequence[str], roots: Sequence[str], source_ids: np.ndarray,
+                   sizes: np.ndarray, mtimes_ns: np.ndarray, extra: bytes = b"") -> str:
+    """A listing's identity: "N files, sha256 ... (names), sizes+mtimes sha256 ...".
+
+    Args:
+        files, roots, source_ids: the samples and the root each belongs to; names are hashed
+            relative to their root (so a moved data set keeps its digest), as bytes.
+        sizes, mtimes_ns: int64 arrays, hashed whole.
+        extra: more bytes for the second hash (e.g. label map contents, IMU file stats).
+
+    Returns:
+        The digest string (two 128-bit hex prefixes of sha256).
+    """
+    names = hashlib.sha256()
+    prefixes = [os.path.join(os.fsencode(r), b"") for r in roots]
+    for path, source in zip(files, np.asarray(source_ids).tolist()):
+        raw, prefix = os.fsencode(path), prefixes[source]
+        names.update(raw[len(prefix):] if raw.startswith(prefix) else os.path.basename(raw))
+        names.update(b"\0")
+    stats = hashlib.sha256(np.asarray(sizes, np.int64).tobytes())
+    stats.update(np.asarray(mtimes_ns, np.int64).tobytes())
+    stats.update(extra)
+    return (f"{len(files)} files, sha256 {names.hexdigest()[:32]} (names), sizes+mtimes "
+            f"sha256 {stats.hexdigest()[:32]}")
+
+
+def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozenset[str] | None,
                        kind: str) -> ClassFolderListing:
-    """List `root/<class>/<file>` for files whose lower-case suffix is in `extensions`.
+    """List `root/<class>/<entry>` for entries `is_sample` accepts.
 
-    `data` is one folder or a list of folders (one per source). Raises FileNotFoundError
-    for a missing path and ValueError, naming the folder, when it is not a directory, has no
-    class folders, or holds no `kind` file at all.
+    Args:
+        data: one folder or a list of folders (one per source).
+        extensions: sample file suffixes, or None for folder samples (see `is_sample`).
+        kind: what a sample is, for messages ("image", "video", ...).
+
+    Returns:
+        The listing. Raises FileNotFoundError for a missing path and ValueError, naming the
+        folder, when it is not a directory, has no class folders, or holds no sample.
     """
     roots = [Path(data)] if isinstance(data, (str, os.PathLike)) else [Path(d) for d in data]
     if not roots:
         raise ValueError("data: expected a folder or a non-empty list of folders")
-    per_root = [_class_dirs(root, kind) for root in roots]
+    ignored: list[tuple[str, str]] = []
+    per_root = [_class_dirs(root, kind, ignored) for root in roots]
     classes = sorted({name for names in per_root for name in names})
     class_id = {name: i for i, name in enumerate(classes)}
-    files, labels, sources, ignored = [], [], [], []
+    files, labels, sources, stats = [], [], [], []
     for source, (root, names) in enumerate(zip(roots, per_root)):
         found = _list_files(root, names, extensions, ignored)
         if not found:
+            looked = "sample folders" if extensions is None else ", ".join(sorted(extensions))
             raise ValueError(f"{root}: {len(names)} class folders but no {kind} files "
-                             f"(looked for {', '.join(sorted(extensions))})")
-        for name, path in found:
+                             f"(looked for {looked})")
+        for name, path, stat in found:
             files.append(path)
             labels.append(class_id[name])
             sources.append(source)
+            stats.append(stat)
+    stat_arr = np.asarray(stats, dtype=np.int64).reshape(-1, 2)
     return ClassFolderListing(tuple(map(str, roots)), tuple(classes), tuple(files),
                               np.asarray(labels, dtype=np.int64),
-                              np.asarray(sources, dtype=np.int64), tuple(ignored))
+                              np.asarray(sources, dtype=np.int64),
+                              tuple(p for p, _ in ignored), tuple(r for _, r in ignored),
+                              stat_arr[:, 0].copy(), stat_arr[:, 1].copy())
 
 
-def _class_dirs(root: Path, kind: str) -> list[str]:
+def _class_dirs(root: Path, kind: str, ignored: list[tuple[str, str]]) -> list[str]:
     if not root.exists():
         raise FileNotFoundError(f"{root}: data folder does not exist")
     if not root.is_dir():
         raise ValueError(f"{root}: expected a folder of class folders, found a file")
-    names = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
+    names = []
+    with os.scandir(root) as entries:
+        for entry in entries:
+            why = is_sample(entry, None)
+            if why is None:
+                names.append(entry.name)
+            elif why != "not a folder" and why != "hidden":
+                ignored.append((entry.path, why))
     if not names:
         raise ValueError(f"{root}: no class folders (expected {root}/<class>/<{kind} files>)")
-    return names
+    return sorted(names)
 
 
-def _list_files(root: Path, names: list[str], extensions: frozenset[str],
-                ignored: list[str]) -> list[tuple[str, str]]:
+def _list_files(root: Path, names: list[str], extensions: frozenset[str] | None,
+                ignored: list[tuple[str, str]]) -> list[tuple[str, str, tuple[int, int]]]:
     found = []
     for name in names:
-        for entry in sorted(os.scandir(root / name), key=lambda e: e.name):
-            if not entry.is_file():
-                continue
-            if entry.name.startswith(".") or Path(entry.name).suffix.lower() not in extensions:
-                ignored.append(entry.path)
-                continue
-            found.append((name, entry.path))
+        folder = os.path.join(root, name)
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            warnings.warn(f"{folder}: class folder cannot be read, left out ({exc})",
+                          RuntimeWarning, stacklevel=3)
+            ignored.append((folder, f"unreadable class folder: {exc.strerror or exc}"))
+            continue
+        for entry in entries:
+            why = is_sample(entry, extensions)
+            if why is None:
+                try:
+                    st = entry.stat()
+                except OSError as exc:  # removed or broken since the directory was read
+                    ignored.append((entry.path, f"cannot stat: {exc.strerror or exc}"))
+                    continue
+                found.append((name, entry.path, (st.st_size, st.st_mtime_ns)))
+            else:
+                ignored.append((entry.path, why))
     return found

@@ -12,21 +12,32 @@ the loader's `on_error` policy applies to it.
 from __future__ import annotations
 
 import os
+import stat
 
 import numpy as np
 
 from dali_pipes.align import align_to_frames
 from dali_pipes.formats.imu import TIME_COLUMN, ImuStream, imu_path_for, read_imu
-from dali_pipes.sources.folders import PathLike
+from dali_pipes.sources.folders import PathLike, listing_digest
 from dali_pipes.sources.video import VideoFolderSource
 
 IMU_METHODS = ("linear", "slerp", "previous", "nearest")
+
+
+def _stat_or_missing(path: str) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return -1, -1
+    return st.st_size, st.st_mtime_ns
 
 
 def _header_channels(path: str) -> tuple[str, ...] | None:
     """Channel names from the header line, or None when the file is missing or unreadable
     (that file then fails per sample, with read_imu's full diagnosis)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block open()
+            return None
         with open(path, encoding="utf-8-sig") as f:
             names = tuple(cell.strip() for cell in f.readline().split(","))
     except (OSError, UnicodeDecodeError):
@@ -63,6 +74,15 @@ class FusionFolderSource(VideoFolderSource):
             imu_offset, imu_method, max_gap)
         self.channels = self._agreed_channels()
         self._streams: dict[str, ImuStream] = {}
+
+    def listing_digest(self) -> str:
+        """The videos' digest (names, sizes, mtimes) with each IMU file's size and
+        modification time (-1, -1 for a missing one) joined to its stat hash."""
+        stats = np.array([_stat_or_missing(os.fspath(imu_path_for(v))) for v in self.files],
+                         dtype=np.int64).reshape(-1, 2)
+        listing = self.listing
+        return listing_digest(listing.files, listing.roots, listing.source_ids,
+                              listing.sizes, listing.mtimes_ns, extra=stats.tobytes())
 
     def imu_path(self, index: int) -> str:
         return os.fspath(imu_path_for(self.path(index)))

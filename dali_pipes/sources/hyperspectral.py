@@ -24,6 +24,7 @@ size before touching the map (a plain memmap would die of SIGBUS there).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +35,13 @@ import numpy as np
 from dali_pipes.augment import STREAM_PATCH, uniforms
 from dali_pipes.bands import band_statistics, bands_in_range
 from dali_pipes.formats import FormatError, open_envi, open_spe
+from dali_pipes.formats.cube import Cube
+from dali_pipes.formats.label_map import read_label_map
+from dali_pipes.sources.folders import is_sample, listing_digest
 
 PathLike = Union[str, os.PathLike]
 SCENE_SUFFIXES = {".hdr": "envi", ".spe": "spe"}
+_SCENE_EXTENSIONS = frozenset(SCENE_SUFFIXES)
 LABELS_SUFFIX = ".labels.npy"
 
 
@@ -53,6 +58,7 @@ class Scene:
     wavelengths: np.ndarray | None
     source_id: int
     band_indices: list[int] | None = None  # None: all bands
+    files: tuple[str, ...] = ()  # the files the data comes from (Cube.files)
 
 
 def list_scene_files(data: PathLike | Sequence[PathLike]) -> list[tuple[str, int]]:
@@ -64,46 +70,42 @@ def list_scene_files(data: PathLike | Sequence[PathLike]) -> list[tuple[str, int
     for source_id, root in enumerate(map(Path, roots)):
         if not root.is_dir():
             raise FileNotFoundError(f"{root}: data folder does not exist or is not a folder")
-        names = sorted(e.name for e in os.scandir(root) if e.is_file()
-                       and not e.name.startswith(".")
-                       and Path(e.name).suffix.lower() in SCENE_SUFFIXES)
+        with os.scandir(root) as entries:
+            names = sorted(e.name for e in entries if is_sample(e, _SCENE_EXTENSIONS) is None)
         if not names:
             raise ValueError(f"{root}: no scenes (expected <scene>.hdr or <scene>.spe files)")
         found += [(str(root / name), source_id) for name in names]
     return found
 
 
-def open_cube(path: str):
+def open_cube(path: str) -> Cube:
     """The ENVI cube or SPE file at ``path`` (by suffix), validated on open."""
     kind = SCENE_SUFFIXES[Path(path).suffix.lower()]
     return open_envi(path) if kind == "envi" else open_spe(path)
 
 
-def cube_geometry(cube) -> tuple[int, int, int]:
-    """(bands, lines, samples): an SPE file's (frames, ydim, xdim) becomes (xdim, frames, ydim)."""
-    if hasattr(cube, "read_frames"):
-        frames, ydim, xdim = cube.shape
-        return xdim, frames, ydim
-    return tuple(cube.shape)
+def cube_geometry(cube: Cube) -> tuple[int, int, int]:
+    """(bands, lines, samples) of any `Cube` (kept for callers of the old helper)."""
+    return cube.geometry
 
 
-def read_window(cube, y: int, x: int, h: int, w: int, bands) -> np.ndarray:
-    """(n_bands, h, w) in-bounds window of a cube in (band, line, sample) order."""
-    if not hasattr(cube, "read_frames"):
-        return cube.read_patch(y, x, h, w, bands=bands)
-    frames = cube.read_frames(y, y + h, rows=(x, x + w), columns=bands)  # (h, w, n_bands)
-    return frames.transpose(2, 0, 1)
+def read_window(cube: Cube, y: int, x: int, h: int, w: int, bands) -> np.ndarray:
+    """(n_bands, h, w) in-bounds window of any `Cube` (kept for callers of the old helper)."""
+    return cube.read_window(y, x, h, w, bands)
 
 
 def _scene(path: str, source_id: int) -> Scene:
-    with open_cube(path) as cube:
-        bands, lines, samples = cube_geometry(cube)
-        dtype, wavelengths = np.dtype(cube.dtype), cube.wavelengths
+    cube = open_cube(path)
+    try:
+        bands, lines, samples = cube.geometry
+        dtype, wavelengths, files = np.dtype(cube.dtype), cube.wavelengths, cube.files
+    finally:
+        cube.close()
     if dtype.kind == "c":
         raise FormatError(path, "data type", "complex cubes cannot be loaded as patches",
                           value=str(dtype), expected="an integer or real float type")
     return Scene(path, SCENE_SUFFIXES[Path(path).suffix.lower()], bands, lines, samples,
-                 dtype, wavelengths, source_id)
+                 dtype, wavelengths, source_id, files=files)
 
 
 def label_map_path(scene_path: str) -> str:
@@ -111,24 +113,26 @@ def label_map_path(scene_path: str) -> str:
 
 
 def load_label_map(scene: Scene) -> np.ndarray:
-    """The scene's label map, checked: present, (lines, samples), integers, no negatives."""
+    """The scene's label map, checked (`read_label_map`): present, (lines, samples),
+    integers, no negatives, fits int64; FormatError naming the file and field."""
     path = label_map_path(scene.path)
     if not os.path.isfile(path):
         raise FormatError(scene.path, "label map", "missing", expected=path)
-    try:
-        labels = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise FormatError(path, "label map", f"cannot read: {exc}") from exc
-    if labels.shape != (scene.lines, scene.samples):
-        raise FormatError(path, "label map", "shape differs from the scene's (lines, samples)",
-                          value=labels.shape, expected=(scene.lines, scene.samples))
-    if labels.dtype.kind not in "iu":
-        raise FormatError(path, "label map", "not an integer array", value=str(labels.dtype),
-                          expected="an integer dtype")
-    if labels.size and labels.min() < 0:
-        raise FormatError(path, "label map", "negative label", value=int(labels.min()),
-                          expected=">= 0 (0 means unlabeled)")
-    return labels
+    return read_label_map(path, (scene.lines, scene.samples))
+
+
+def _scenes_digest(data, scenes: list[Scene], label_maps: list[np.ndarray]) -> str:
+    roots = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    stats, extra = [], hashlib.sha256()
+    for scene, labels in zip(scenes, label_maps):
+        for st in map(os.stat, scene.files):
+            stats.append((st.st_size, st.st_mtime_ns))
+        extra.update(str(labels.dtype).encode() + repr(labels.shape).encode())
+        extra.update(np.ascontiguousarray(labels).tobytes())
+    stat_arr = np.asarray(stats, np.int64)
+    return listing_digest([s.path for s in scenes], [os.fspath(Path(r)) for r in roots],
+                          np.array([s.source_id for s in scenes], np.int64),
+                          stat_arr[:, 0], stat_arr[:, 1], extra=extra.digest())
 
 
 def _is_range(bands) -> bool:
@@ -196,11 +200,18 @@ class HyperspectralSource:
         scenes = [_scene(path, source) for path, source in list_scene_files(data)]
         self.scenes = select_scene_bands(scenes, bands)
         self.dtype = np.result_type(*[s.dtype for s in self.scenes])
-        self._build_table([load_label_map(s) for s in self.scenes])
+        label_maps = [load_label_map(s) for s in self.scenes]
+        self._digest = _scenes_digest(data, self.scenes, label_maps)
+        self._build_table(label_maps)
         if len(self.labels) == 0:
             raise ValueError(f"{data}: no labeled pixel in any label map (0 means unlabeled)")
-        self._cubes: dict[int, object] = {}
+        self._cubes: dict[int, Cube] = {}
         self._pid = os.getpid()
+
+    def listing_digest(self) -> str:
+        """Scene names (relative to their folder), the sizes and modification times of each
+        scene's files (header and ENVI data file) and the contents of every label map."""
+        return self._digest
 
     def _build_table(self, label_maps: list[np.ndarray]) -> None:
         ids, lines, samples, labels = [], [], [], []
@@ -242,8 +253,8 @@ class HyperspectralSource:
         if cube is None:
             s = self.scenes[scene]
             cube = open_cube(s.path)
-            if cube_geometry(cube) != (s.bands, s.lines, s.samples) or cube.dtype != s.dtype:
-                found = (cube_geometry(cube), str(cube.dtype))
+            if cube.geometry != (s.bands, s.lines, s.samples) or cube.dtype != s.dtype:
+                found = (cube.geometry, str(cube.dtype))
                 cube.close()
                 raise FormatError(s.path, "geometry", "changed since the loader was made",
                                   value=found, expected=((s.bands, s.lines, s.samples),
@@ -261,7 +272,7 @@ class HyperspectralSource:
         s, r = self.scenes[scene], self.patch_size // 2
         y0, y1 = max(0, y - r), min(s.lines, y + r + 1)
         x0, x1 = max(0, x - r), min(s.samples, x + r + 1)
-        window = read_window(self.cube(scene), y0, x0, y1 - y0, x1 - x0, s.band_indices)
+        window = self.cube(scene).read_window(y0, x0, y1 - y0, x1 - x0, s.band_indices)
         pad = ((0, 0), (y0 - (y - r), y + r + 1 - y1), (x0 - (x - r), x + r + 1 - x1))
         if any(any(p) for p in pad):
             window = np.pad(window, pad, mode="reflect")
@@ -275,7 +286,7 @@ class HyperspectralSource:
         s = self.scenes[scene]
         rows = np.unique(np.linspace(0, s.lines - 1, min(s.lines, max_rows)).round())
         cube = self.cube(scene)
-        values = np.concatenate([read_window(cube, int(y), 0, 1, s.samples, s.band_indices)
+        values = np.concatenate([cube.read_window(int(y), 0, 1, s.samples, s.band_indices)
                                  .reshape(-1, s.samples) for y in rows], axis=1)
         return band_statistics(values, device=device)
 

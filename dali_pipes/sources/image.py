@@ -1,11 +1,10 @@
 """Image source: JPEG files in class folders, addressed by dataset index."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.formats.files import read_file_bytes
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size
 from dali_pipes.sources.folders import PathLike, list_class_folders
 
 # Files with these suffixes are samples; one that does not hold a JPEG is reported as a bad
@@ -14,17 +13,33 @@ IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp", 
                               ".tif", ".tiff", ".webp"})
 
 
-class ImageFolderSource:
-    """`root/<class>/<image>` (or a list of such roots, one per source)."""
+def check_max_pixels(max_pixels) -> int | None:
+    """`max_pixels` validated: a positive int or None (ValueError naming the option)."""
+    if max_pixels is None:
+        return None
+    if isinstance(max_pixels, bool) or not isinstance(max_pixels, (int, np.integer)) \
+            or max_pixels < 1:
+        raise ValueError(f"max_pixels must be a positive int or None, got {max_pixels!r}")
+    return int(max_pixels)
 
-    def __init__(self, data: PathLike | list[PathLike]):
-        listing = list_class_folders(data, IMAGE_EXTENSIONS, "image")
-        self.roots = listing.roots
-        self.classes = listing.classes
-        self.files = listing.files
-        self.labels = listing.labels
-        self.source_ids = listing.source_ids
-        self.ignored = listing.ignored
+
+class ImageFolderSource:
+    """`root/<class>/<image>` (or a list of such roots, one per source).
+
+    `max_pixels`: images whose JPEG header claims more pixels are bad samples (FormatError
+    naming the file and the size, before decoding); None disables the limit.
+    """
+
+    def __init__(self, data: PathLike | list[PathLike], *,
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS):
+        self.max_pixels = check_max_pixels(max_pixels)
+        self.listing = list_class_folders(data, IMAGE_EXTENSIONS, "image")
+        self.roots = self.listing.roots
+        self.classes = self.listing.classes
+        self.files = self.listing.files
+        self.labels = self.listing.labels
+        self.source_ids = self.listing.source_ids
+        self.ignored = self.listing.ignored
 
     def __len__(self) -> int:
         return len(self.files)
@@ -32,14 +47,17 @@ class ImageFolderSource:
     def path(self, index: int) -> str:
         return self.files[index]
 
+    def listing_digest(self) -> str:
+        """Names (relative to their root), sizes and modification times of every sample."""
+        return self.listing.digest()
+
     def read(self, index: int) -> np.ndarray:
-        """The file's bytes as a uint8 array (OSError names the file)."""
-        with open(self.files[index], "rb") as f:
-            data = np.empty(os.fstat(f.fileno()).st_size, dtype=np.uint8)
-            got = f.readinto(data)
-        return data[:got]
+        """The file's bytes as a uint8 array (OSError / FormatError name the file; a FIFO
+        or other non-regular file is refused without blocking)."""
+        return read_file_bytes(self.files[index])
 
     def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
-        """(bytes, (height, width)); FormatError when the file is not a complete JPEG."""
+        """(bytes, (height, width)); FormatError when the file is not a complete, sound
+        JPEG (header, scan structure) or exceeds `max_pixels`."""
         data = self.read(index)
-        return data, jpeg_size(data, self.files[index])
+        return data, jpeg_size(data, self.files[index], max_pixels=self.max_pixels)

@@ -28,9 +28,14 @@ class VideoFolderSource(ClipSource):
     def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
                  stride: int = 1, clips_per_video: int = 1):
         self._set_clip_options(clip_length, stride, clips_per_video)
-        listing = list_class_folders(data, VIDEO_EXTENSIONS, "video")
+        self.listing = list_class_folders(data, VIDEO_EXTENSIONS, "video")
+        listing = self.listing
         self.roots, self.classes, self.ignored = listing.roots, listing.classes, listing.ignored
         self._set_listing(listing.files, listing.labels, listing.source_ids)
+
+    def listing_digest(self) -> str:
+        """Names (relative to their root), sizes and modification times of every video."""
+        return self.listing.digest()
 
     def info(self, index: int) -> VideoInfo:
         """The probe of sample `index`'s file (cached; FormatError for a bad file)."""

@@ -9,65 +9,75 @@ come from `timestamps.npy` (read lazily, cached). Only folders holding `timestam
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.formats.files import read_file_bytes
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size
 from dali_pipes.frames import TIMESTAMPS, frame_name
 from dali_pipes.sources.clip_source import ClipSource
-from dali_pipes.sources.folders import PathLike
+from dali_pipes.sources.folders import PathLike, is_sample, list_class_folders, listing_digest
+from dali_pipes.sources.image import check_max_pixels
 
 
-def _class_dirs(root: Path) -> list[Path]:
-    return sorted(e for e in root.iterdir() if e.is_dir() and not e.name.startswith("."))
+def _stat(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
 
 
-def _clip_dirs(cls: Path) -> list[Path]:
-    return sorted(e for e in cls.iterdir()
-                  if e.is_dir() and not e.name.startswith(".") and (e / TIMESTAMPS).is_file())
+def _is_clip_dir(entry: os.DirEntry) -> bool:
+    return is_sample(entry, None) is None and os.path.isfile(os.path.join(entry.path,
+                                                                         TIMESTAMPS))
 
 
 def is_frame_folder_tree(path) -> bool:
     """True when `path` (or every folder of a list) holds class folders containing folders
-    with `timestamps.npy`."""
+    with `timestamps.npy` (sample folders as `folders.is_sample` sees them)."""
     if isinstance(path, (list, tuple)):
         return bool(path) and all(is_frame_folder_tree(p) for p in path)
     try:
-        root = Path(path)
-        return root.is_dir() and any(_clip_dirs(c) for c in _class_dirs(root))
+        with os.scandir(path) as classes:
+            dirs = [c.path for c in classes if is_sample(c, None) is None]
+        for folder in dirs:
+            with os.scandir(folder) as clips:
+                if any(_is_clip_dir(e) for e in clips):
+                    return True
     except (OSError, TypeError):
         return False
+    return False
 
 
 class FrameFolderSource(ClipSource):
-    """Class folders of per-frame JPEG folders (or a list of such roots, one per source)."""
+    """Class folders of per-frame JPEG folders (or a list of such roots, one per source).
+
+    Frames are read without blocking on non-regular files and checked like the image
+    source's files (`jpeg_size`: header, scan structure, `max_pixels`), so a bad frame fails
+    its clip on both backends alike.
+    """
 
     def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
-                 stride: int = 1, clips_per_video: int = 1):
+                 stride: int = 1, clips_per_video: int = 1,
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS):
         self._set_clip_options(clip_length, stride, clips_per_video)
-        roots = [Path(data)] if isinstance(data, (str, os.PathLike)) else [Path(d) for d in data]
-        if not roots:
-            raise ValueError("data: expected a folder or a non-empty list of folders")
-        per_root = []
-        for root in roots:
-            if not root.is_dir():
-                raise FileNotFoundError(f"{root}: data folder does not exist")
-            per_root.append([(c.name, _clip_dirs(c)) for c in _class_dirs(root)])
-        classes = sorted({name for listing in per_root for name, _ in listing})
-        class_id = {name: i for i, name in enumerate(classes)}
-        files, labels, sources = [], [], []
-        for source, listing in enumerate(per_root):
-            found = [(name, d) for name, dirs in listing for d in dirs]
-            if not found:
-                raise ValueError(f"{roots[source]}: no frame folders "
-                                 f"(expected <class>/<clip>/{TIMESTAMPS})")
-            for name, d in found:
-                files.append(str(d))
-                labels.append(class_id[name])
-                sources.append(source)
-        self.roots, self.classes = tuple(map(str, roots)), tuple(classes)
-        self._set_listing(files, labels, sources)
+        self.max_pixels = check_max_pixels(max_pixels)
+        listing = list_class_folders(data, None, "frame folder")
+        keep = np.array([os.path.isfile(os.path.join(f, TIMESTAMPS)) for f in listing.files])
+        if not keep.any():
+            raise ValueError(f"{listing.roots}: no frame folders "
+                             f"(expected <class>/<clip>/{TIMESTAMPS})")
+        files = [f for f, k in zip(listing.files, keep) if k]
+        stats = np.array([_stat(os.path.join(f, TIMESTAMPS)) for f in files], np.int64)
+        self.roots, self.classes = listing.roots, listing.classes
+        self.ignored = listing.ignored + tuple(f for f, k in zip(listing.files, keep) if not k)
+        self._set_listing(files, listing.labels[keep], listing.source_ids[keep])
+        self._digest = listing_digest(files, self.roots, listing.source_ids[keep],
+                                      stats[:, 0], stats[:, 1])
         self._timestamps: dict[int, np.ndarray] = {}
+
+    def listing_digest(self) -> str:
+        """Folder names (relative to their root) with the size and modification time of
+        each folder's timestamps.npy."""
+        return self._digest
 
     def all_timestamps(self, index: int) -> np.ndarray:
         """(n,) float64 timestamps of every extracted frame of sample `index`'s folder."""
@@ -87,12 +97,13 @@ class FrameFolderSource(ClipSource):
         return np.array(self.all_timestamps(index)[frames], dtype=np.float64)
 
     def read_jpegs(self, index: int, frames: np.ndarray) -> list[np.ndarray]:
-        """The encoded bytes (uint8 (n,)) of each of the clip's frames, in clip order."""
+        """The encoded bytes (uint8 (n,)) of each of the clip's frames, in clip order;
+        FormatError naming the frame file when one is not a sound JPEG."""
         folder = self.path(index)
         out = []
         for k in np.asarray(frames).tolist():
-            data = np.fromfile(os.path.join(folder, frame_name(int(k))), dtype=np.uint8)
-            if data.size == 0:
-                raise ValueError(f"{folder}/{frame_name(int(k))}: empty file")
+            path = os.path.join(folder, frame_name(int(k)))
+            data = read_file_bytes(path)
+            jpeg_size(data, path, max_pixels=self.max_pixels)
             out.append(data)
         return out
