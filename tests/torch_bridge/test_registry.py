@@ -24,7 +24,8 @@ def test_names_and_kinds():
 
 
 def test_options_come_from_the_constructors():
-    assert registry.get("image").options() == {"size": 224, "train": True}
+    assert registry.get("image").options() == {"size": 224, "train": True,
+                                               "max_pixels": 89_478_485}
     video = registry.get("video").options()
     assert video["clip_length"] == 8 and video["pad"] == "repeat_last"
     fusion = registry.get("fusion").options()
@@ -40,7 +41,7 @@ def test_video_kind_is_chosen_from_the_data(tiny_data):
 
 def test_unknown_option_names_it_and_lists_the_valid_ones(image_folder):
     with pytest.raises(ValueError, match=r"unknown option clip_length for modality 'image'; "
-                                         r"valid options: size=224, train=True"):
+                                         r"valid options: size=224, train=True, max_pixels="):
         make_loader("image", image_folder, clip_length=4)
     with pytest.raises(ValueError, match=r"unknown options sise, trian .*'video'.*stride=1"):
         make_loader("video", image_folder, sise=3, trian=False)
