@@ -138,6 +138,5 @@ class TorchEngine:
             raise
 
     def _record(self, skipped: list[Skipped]) -> None:
-        for record in skipped:
-            self.guard.known_bad[record.index] = record.reason
-            self.guard.skipped.append(record)
+        self.guard.remember_bad({record.index: record.reason for record in skipped})
+        self.guard.record(skipped)
