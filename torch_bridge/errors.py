@@ -29,6 +29,11 @@ class WorkerDied(RuntimeError):
     the engine waited on it; iterating again starts new workers."""
 
 
+class SharedMemoryError(RuntimeError):
+    """Worker processes could not hand a batch over through shared memory (/dev/shm full
+    or too small); the message says how much is free and what to change."""
+
+
 @dataclass(frozen=True)
 class Skipped:
     """One sample left out of a batch under on_error="skip"."""

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from torch_bridge import collate
-from torch_bridge.errors import SampleError, SampleGuard, Skipped
+from torch_bridge.errors import SampleError, SampleGuard, SharedMemoryError, Skipped
 from torch_bridge.plan import EpochPlan
 from torch_bridge.transfer import attach_meta
-from torch_bridge.workers import start_workers, stop_workers
+from torch_bridge.workers import shm_advice, start_workers, stop_workers
 
 
 @dataclass(frozen=True)
@@ -94,9 +94,29 @@ class _Collate:
         names = [f"{i}: {self.modality.path(i)}" for i in kept]
         padded = getattr(self.modality, "padded_fields", ())
         if padded:
-            return kept, collate.pad_batch(samples, padded, names), skipped
-        return kept, {name: collate.stack([s[name] for s in samples], name, names)
-                      for name in samples[0]}, skipped
+            batch = collate.pad_batch(samples, padded, names)
+        else:
+            batch = {name: collate.stack([s[name] for s in samples], name, names)
+                     for name in samples[0]}
+        return kept, _in_shared_memory(batch), skipped
+
+
+def _in_shared_memory(batch: dict[str, torch.Tensor]) -> dict | SharedMemoryError:
+    """In a DataLoader worker: the batch moved into shared memory here, so a full /dev/shm
+    fails in this thread, as data the consumer raises (left to the worker's queue thread,
+    the error is only printed and the batch never arrives: the consumer waits forever)."""
+    if get_worker_info() is None:
+        return batch
+    try:
+        for tensor in batch.values():
+            tensor.share_memory_()
+    except RuntimeError as exc:
+        if "shared memory" not in str(exc) and "No space left" not in str(exc):
+            raise
+        size = sum(t.numel() * t.element_size() for t in batch.values())
+        return SharedMemoryError(f"could not put a batch of {size / 2**20:.1f} MiB into "
+                                 f"shared memory: {exc}")
+    return batch
 
 
 class TorchEngine:
@@ -125,6 +145,8 @@ class TorchEngine:
         try:
             for position, (kept, stacked, skipped) in enumerate(start_workers(self.loader), start):
                 self._record(skipped)
+                if isinstance(stacked, SharedMemoryError):
+                    raise shm_advice(stacked, self.loader.num_workers) from stacked
                 if isinstance(stacked, SampleError):
                     raise stacked
                 if stacked is None:
@@ -133,6 +155,12 @@ class TorchEngine:
                 batch = {k: v.to(self.device, non_blocking=True) for k, v in stacked.items()}
                 yield position, attach_meta(self.modality.finish(batch), self.modality, kept,
                                             self.device)
+        except RuntimeError as exc:
+            stop_workers(self.loader)
+            if not isinstance(exc, (SharedMemoryError, SampleError)) and (
+                    "Bus error" in str(exc) or "shared memory" in str(exc)):  # died of it
+                raise shm_advice(exc, self.loader.num_workers) from exc
+            raise
         except Exception:
             stop_workers(self.loader)
             raise

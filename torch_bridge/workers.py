@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
 from contextlib import contextmanager
 
 import torch
@@ -69,3 +70,23 @@ def stop_workers(loader: DataLoader | None) -> None:
         iterator._shutdown_workers()
     if loader is not None:
         loader._iterator = None
+
+
+def shm_advice(exc: BaseException, workers: int, shm: str = "/dev/shm") -> "SharedMemoryError":
+    """A SharedMemoryError naming `shm`, its free space and the fixes, for `exc` (a batch
+    that did not fit, or a worker killed by SIGBUS writing into a full /dev/shm)."""
+    from torch_bridge.errors import SharedMemoryError
+    try:
+        stat = os.statvfs(shm)
+        space = (f"{stat.f_bavail * stat.f_frsize / 2**20:.1f} MiB free of "
+                 f"{stat.f_blocks * stat.f_frsize / 2**20:.1f} MiB")
+    except OSError as stat_exc:
+        space = f"not readable: {stat_exc}"
+    return SharedMemoryError(
+        f"the torch backend's {workers} DataLoader worker(s) hand batches over through "
+        f"shared memory in {shm} ({space}), and it is full: {exc}. Give the container "
+        f"more (docker run --shm-size=8g; Kubernetes: an emptyDir with medium: Memory "
+        f"mounted at {shm}), use fewer workers or a smaller prefetch_factor "
+        f"(reference={{'num_workers': ..., 'prefetch_factor': ...}}), or call "
+        f"torch.multiprocessing.set_sharing_strategy('file_system') before making the "
+        f"loader")
