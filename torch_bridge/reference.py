@@ -147,8 +147,9 @@ class TorchEngine:
                 self._record(skipped)
                 if isinstance(stacked, SharedMemoryError):
                     raise shm_advice(stacked, self.loader.num_workers) from stacked
-                if isinstance(stacked, SampleError):
-                    raise stacked
+                if isinstance(stacked, SampleError):  # named like the DALI engine names it
+                    raise SampleError(f"epoch {epoch}, batch {position}: {stacked}",
+                                      index=stacked.index, path=stacked.path) from stacked
                 if stacked is None:
                     yield position, None
                     continue
