@@ -19,6 +19,8 @@ class Loader:
     `len()` is the batches per epoch on this rank. A full pass advances the epoch by one;
     `set_epoch(e)` chooses the epoch of the next pass. `state_dict()` records the epoch and
     the batches yielded in it, and a loader given that state continues exactly there.
+    With world_size > 1 every pass yields `len()` batches: one whose every sample was
+    skipped comes empty (batch dimension 0); see `__iter__`, also for a second `iter()`.
     """
 
     def __init__(self, engine, plan: EpochPlan, guard: SampleGuard, *, modality: str,

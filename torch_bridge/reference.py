@@ -109,11 +109,13 @@ def _in_shared_memory(batch: dict[str, torch.Tensor]) -> dict | SharedMemoryErro
         return batch
     try:
         for tensor in batch.values():
-            tensor.share_memory_()
+            if isinstance(tensor, torch.Tensor):
+                tensor.share_memory_()
     except RuntimeError as exc:
         if "shared memory" not in str(exc) and "No space left" not in str(exc):
             raise
-        size = sum(t.numel() * t.element_size() for t in batch.values())
+        size = sum(t.numel() * t.element_size() for t in batch.values()
+                   if isinstance(t, torch.Tensor))
         return SharedMemoryError(f"could not put a batch of {size / 2**20:.1f} MiB into "
                                  f"shared memory: {exc}")
     return batch
