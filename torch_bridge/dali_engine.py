@@ -24,7 +24,6 @@ subclasses, go to workers; any other (the Dataset adapter) always feeds in this 
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import weakref
 from collections import deque
@@ -35,6 +34,7 @@ import numpy as np
 import torch
 
 from dali_pipes.pipelines.config import PipelineConfig
+from torch_bridge.dali_blame import blame, in_epoch
 from torch_bridge.errors import SampleError, SampleGuard, WorkerDied
 from torch_bridge.feeders import FeedPool, FeedWindow, PlanBatch, Prepared
 from torch_bridge.modalities.base import SourceModality
@@ -152,7 +152,7 @@ class DaliEngine:
         pipe = self.build()
         while (entry := self._next_entry(pipe, epoch)) is not None:
             if isinstance(entry, _Failed):
-                raise _in_epoch(entry)
+                raise in_epoch(entry.error, entry.batch.epoch, entry.batch.position)
             if not entry.has_samples:
                 self.guard.record(entry.prepared.skips)
                 yield entry.batch.position, None
@@ -267,6 +267,15 @@ class DaliEngine:
         for name, arrays in feeds.items():
             pipe.feed_input(name, arrays)
 
+    def _blame(self, entry: _Fed, exc: Exception) -> None:
+        """Name the culprits of a batch that failed in DALI (torch_bridge.dali_blame)."""
+        try:
+            blame(self.modality, entry.prepared, entry.batch.epoch, exc,
+                  device=self.dali_device, device_id=self._device_id(), config=self.config,
+                  guard=self.guard)
+        except SampleError as error:  # on_error="raise": the culprit, in its epoch
+            raise in_epoch(error, entry.batch.epoch, entry.batch.position) from error
+
     def _drain(self) -> None:
         """Take and drop outputs fed for a pass that is not going to happen."""
         scheduled = sum(1 for e in self._pending
@@ -279,39 +288,3 @@ class DaliEngine:
                 self._pipe.outputs()
         except Exception:  # a failing batch nobody asked for: start over with a new pipeline
             self._reset()
-
-    def _blame(self, entry: _Fed, exc: Exception) -> None:
-        """Decode the failed batch sample by sample; raise or remember the culprits."""
-        probe = self.modality.build_pipeline(
-            device=self.dali_device, batch_size=1, device_id=self._device_id(),
-            config=dataclasses.replace(self.config, num_threads=1, prefetch_queue_depth=1))
-        probe.build()
-        culprits = []
-        kept = entry.prepared.kept.tolist()
-        for i, index in enumerate(kept):
-            for name, arrays in entry.prepared.feeds.items():
-                probe.feed_input(name, [arrays[i]])
-            try:
-                probe.run()
-            except Exception as sample_exc:
-                culprits.append((index, sample_exc))
-        del probe
-        if not culprits:
-            files = ", ".join(self.modality.path(i) for i in kept[:8])
-            raise SampleError(f"DALI failed on a batch of epoch {entry.batch.epoch} but no "
-                              f"single sample fails alone (files: {files}, ...): {exc}") from exc
-        for index, sample_exc in culprits:  # recorded when the batch is prepared again
-            self.guard.mark_bad(index, self.modality.path(index), sample_exc)
-
-
-def _in_epoch(entry: _Failed) -> Exception:
-    """The error of a failed batch, its message naming the batch's epoch and position."""
-    error, where = entry.error, f"epoch {entry.batch.epoch}, batch {entry.batch.position}"
-    if isinstance(error, SampleError):
-        named = SampleError(f"{where}: {error}", index=error.index, path=error.path)
-    elif isinstance(error, WorkerDied):
-        named = WorkerDied(f"{where}: {error}")
-    else:
-        return error
-    named.__cause__ = error
-    return named
