@@ -17,7 +17,7 @@ from torch_bridge import collate
 from torch_bridge.errors import SampleError, SampleGuard, SharedMemoryError, Skipped
 from torch_bridge.plan import EpochPlan
 from torch_bridge.transfer import attach_meta
-from torch_bridge.workers import shm_advice, start_workers, stop_workers
+from torch_bridge.workers import dead_workers, shm_advice, start_workers, stop_workers
 
 
 @dataclass(frozen=True)
@@ -164,8 +164,14 @@ class TorchEngine:
                     "Bus error" in str(exc) or "shared memory" in str(exc)):  # died of it
                 raise shm_advice(exc, self.loader.num_workers) from exc
             raise
-        except Exception:
+        except Exception as exc:  # e.g. a dead worker's tensor that cannot be rebuilt
+            dead = dead_workers(self.loader)
             stop_workers(self.loader)
+            if dead:
+                raise RuntimeError(f"DataLoader worker ({dead}) died (killed, out of memory "
+                                   f"or crashed in native code) while the pass waited on "
+                                   f"it: {type(exc).__name__}: {exc}; iterating again starts "
+                                   f"new workers") from exc
             raise
 
     def _record(self, skipped: list[Skipped]) -> None:

@@ -6,6 +6,7 @@ Each test bounds its wait (`_bounded`): the failures fixed here showed up as han
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import struct
@@ -161,6 +162,43 @@ def test_a_worker_killed_half_way_through_a_result_raises_within_seconds(tmp_pat
     mod.fatal = -1  # (the next workers fork from this process: they see the change)
     assert _indices(_bounded(lambda: list(loader))) == list(range(len(mod)))
     loader.close()
+
+
+_KILL_SCRIPT = """
+import os, signal, sys
+from pathlib import Path
+import psutil
+import torchvision.io, torchvision.transforms.v2.functional
+from torch_bridge import make_loader
+loader = make_loader("image", Path(sys.argv[1]), backend="torch", batch_size=4, size=16,
+                     reference={"num_workers": 2})
+before = {p.pid for p in psutil.Process().children()}
+it = iter(loader)
+next(it)
+workers = sorted({p.pid for p in psutil.Process().children()} - before)
+assert len(workers) == 2, workers
+os.kill(workers[0], signal.SIGKILL)
+try:
+    list(it)
+except RuntimeError as exc:
+    print("raised:", workers[0], exc)
+print("next pass:", sum(len(b["index"]) for b in loader))
+"""
+
+
+def test_a_killed_dataloader_worker_fails_the_pass(image_folder):
+    """The torch backend's waits: DataLoader checks its workers are alive while it waits
+    (a SIGCHLD handler, and every 5 s), so a killed worker fails the pass instead of
+    hanging it; the next pass starts new workers. (A process of its own: torch's SIGCHLD
+    handler runs in the main thread.)"""
+    run = subprocess.run([sys.executable, "-c", _KILL_SCRIPT, str(image_folder)], cwd=REPO,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True,
+                         text=True, timeout=120)  # hang guard
+    assert run.returncode == 0, run.stderr[-3000:]
+    raised, after = run.stdout.strip().splitlines()[-2:]
+    pid = raised.split()[1]
+    assert re.match(rf"raised: {pid} DataLoader worker \(pid\(?s?\)? {pid}", raised), raised
+    assert after == "next pass: 37"
 
 
 # 15.3: a /dev/shm too small for the torch backend's batches -------------------------------
