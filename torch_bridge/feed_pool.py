@@ -7,11 +7,13 @@ reading the rest of it (every process forked since holds a copy of the pipe's wr
 so no end-of-file ever comes), the engine waits forever on the future, and so does the
 interpreter at exit, which joins that thread.
 
-Here each worker has its own pipes; the parent reads a worker's results without blocking
-(its own framing: an 8-byte length, then the pickled result) and, while a result is
-incomplete, waits on the result pipe *and* the worker's process sentinel with a timeout. A
-worker that dies, before or while sending, is therefore seen at once and reported as
-`WorkerDied`; a partial result is dropped with its worker. Batches go to the workers in
+Here each worker has its own pipes. A reader thread moves results out of the result pipes
+as they come (so a worker never waits for the engine to ask before it starts its next
+batch), reading without blocking (its own framing: an 8-byte length, then the pickled
+result), so a partial result never blocks it. The engine waits for a result with a
+timeout, checking the worker's process each time: a worker that dies, before or while
+sending, is seen within a fraction of a second and reported as `WorkerDied`; a partial
+result is dropped with its worker. Batches go to the workers in
 turn (round robin) and each worker answers in the order it was given work, so results
 are read strictly in the order they were submitted.
 """
@@ -21,6 +23,7 @@ import itertools
 import os
 import pickle
 import struct
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -73,6 +76,65 @@ class Ticket:
     task: int
 
 
+class _Reader:
+    """A daemon thread moving each worker's complete results out of its pipe into
+    `frames[worker]` as they arrive; never blocks on a partial one."""
+
+    def __init__(self, workers: list[_Worker], poll_s: float):
+        self.workers, self.poll_s = workers, poll_s
+        self.cond = threading.Condition()
+        self.frames: list[deque[bytes]] = [deque() for _ in workers]
+        self.sweeps = 0  # reading rounds done: after two since a death, its bytes are in
+        self._stop = False
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="feed-results")
+        self._thread.start()
+
+    def _run(self) -> None:
+        fds = {w.results.fileno(): i for i, w in enumerate(self.workers)}
+        while not self._stop:
+            ready = wait([*fds, self._wake_r], timeout=self.poll_s)
+            got = []
+            for fd in ready:
+                if fd == self._wake_r:
+                    os.read(self._wake_r, 64)
+                    continue
+                position = fds[fd]
+                worker = self.workers[position]
+                if not worker.read_available():
+                    del fds[fd]  # end of file: the worker and every copy are gone
+                while (frame := worker.frame()) is not None:
+                    got.append((position, frame))
+            with self.cond:
+                for position, frame in got:
+                    self.frames[position].append(frame)
+                self.sweeps += 1
+                self.cond.notify_all()
+
+    def take(self, position: int, died) -> bytes:
+        """The next complete result of worker `position`; `died()` (a WorkerDied to
+        raise) once the worker is dead and the reader has read all it sent."""
+        process = self.workers[position].process
+        with self.cond:
+            while not self.frames[position]:
+                if not process.is_alive():
+                    mark = self.sweeps
+                    self.cond.wait_for(lambda: self.frames[position] or
+                                       self.sweeps >= mark + 2, timeout=4 * self.poll_s)
+                    if not self.frames[position]:
+                        raise died()
+                    break
+                self.cond.wait(self.poll_s)
+            return self.frames[position].popleft()
+
+    def stop(self) -> None:
+        self._stop = True
+        os.write(self._wake_w, b"x")
+        self._thread.join(5.0)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+
 class ProcessPool:
     """`workers` processes running `target(task)` for each submitted task (picklable)."""
 
@@ -86,6 +148,7 @@ class ProcessPool:
         self._turn = itertools.cycle(range(workers))
         self._waiting: list[deque[int]] = [deque() for _ in range(workers)]
         self._workers: list[_Worker] = []
+        self._reader: _Reader | None = None
         context = get_context(self.method)
         try:
             with frozen_gc():  # fork: the children never collect what this process holds
@@ -94,6 +157,7 @@ class ProcessPool:
         except BaseException:
             self.close()
             raise
+        self._reader = _Reader(self._workers, poll_s)
 
     @property
     def workers(self) -> int:
@@ -114,64 +178,58 @@ class ProcessPool:
         try:
             self._workers[position].tasks.send((task_id, task))
         except (OSError, ValueError) as exc:  # the pipe is gone: the worker is
-            raise self._died(position, "while being sent work") from exc
+            raise self._died(position) from exc
         self._waiting[position].append(task_id)
         return Ticket(position, task_id)
 
     def result(self, ticket: Ticket):
         """What the task of `ticket` returned (its exception is raised here). Results of
-        earlier tasks of that worker not asked for (abandoned) are read and dropped.
+        earlier tasks of that worker not asked for (abandoned) are dropped.
 
         Raises:
-            WorkerDied: the worker died before its result was complete (seen within
+            WorkerDied: the worker died before its result was complete (seen within about
                 `poll_s` of its death).
         """
         queue = self._waiting[ticket.worker]
         if ticket.task not in queue:
             raise ValueError(f"task {ticket.task} was already taken or never submitted")
         while True:
-            task_id, ok, value = pickle.loads(self._next_frame(ticket.worker))
+            frame = self._reader.take(ticket.worker, lambda: self._died(ticket.worker))
+            task_id, ok, value = pickle.loads(frame)
             queue.remove(task_id)
             if task_id == ticket.task:
                 if ok:
                     return value
                 raise value
 
-    def _next_frame(self, position: int) -> bytes:
+    def _died(self, position: int) -> WorkerDied:
         worker = self._workers[position]
-        while (payload := worker.frame()) is None:
-            ready = wait([worker.results, worker.process.sentinel], timeout=self.poll_s)
-            open_ = worker.read_available()
-            if (payload := worker.frame()) is not None:
-                return payload
-            if not open_ or worker.process.sentinel in ready or not worker.process.is_alive():
-                raise self._died(position, f"with {len(worker.buffer)} bytes of a result "
-                                           f"received" if worker.buffer else
-                                 "before sending its result")
-        return payload
-
-    def _died(self, position: int, when: str) -> WorkerDied:
-        process = self._workers[position].process
-        process.join(self.poll_s)
+        worker.process.join(self.poll_s)
+        part = len(worker.buffer)
+        when = f"with {part} bytes of a result received" if part else "before sending a result"
         return WorkerDied(
-            f"a feed worker process died (pid {process.pid}, exit code {process.exitcode}: "
-            f"killed, out of memory or crashed in native code) {when}, while preparing a "
-            f"batch; iterating again starts new workers")
+            f"a feed worker process died (pid {worker.process.pid}, exit code "
+            f"{worker.process.exitcode}: killed, out of memory or crashed in native code) "
+            f"{when}, while preparing a batch; iterating again starts new workers")
 
     def close(self) -> None:
         """End every worker now (work in progress is dropped) and close the pipes."""
         for worker in self._workers:
-            if worker.closed:
-                continue
-            worker.closed = True
             if worker.process.is_alive():
                 worker.process.terminate()
+        for worker in self._workers:
             worker.process.join(5.0)
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join(5.0)
-            worker.tasks.close()
-            worker.results.close()
+        if self._reader is not None:
+            self._reader.stop()
+            self._reader = None
+        for worker in self._workers:
+            if not worker.closed:
+                worker.closed = True
+                worker.tasks.close()
+                worker.results.close()
 
 
 def _spawn(context, target, init_args: tuple) -> _Worker:
