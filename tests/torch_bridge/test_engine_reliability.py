@@ -164,6 +164,31 @@ def test_a_worker_killed_half_way_through_a_result_raises_within_seconds(tmp_pat
     loader.close()
 
 
+def test_a_worker_killed_at_any_moment_never_hangs_the_pool(tmp_path):
+    """SIGKILL at random moments of preparing and sending multi-MiB results: each wait
+    ends, with the result (sent in full before the kill) or WorkerDied."""
+    small_scene_folder(tmp_path, lines=40, samples=40, bands=16)
+    mod = HyperspectralModality(tmp_path, seed=0, patch_size=31)
+    indices = np.arange(48, dtype=np.int64)
+    rng = np.random.default_rng(0)
+    outcomes = []
+    for delay in rng.uniform(0.0, 0.08, size=6):
+        pool = feeders.FeedPool(mod, "raise", 1)
+        kill = threading.Timer(delay, os.kill, (pool.pids()[0], signal.SIGKILL))
+        try:
+            ticket = pool.submit(feeders.PlanBatch(0, 0, indices, indices), {})
+            kill.start()
+            try:
+                prepared, _ = _bounded(lambda: pool.result(ticket), seconds=20)
+                outcomes.append(len(prepared.kept))
+            except WorkerDied:
+                outcomes.append("died")
+        finally:
+            kill.join()  # (the worker is still there to be killed: close() reaps it)
+            pool.close()
+    assert "died" in outcomes and set(outcomes) <= {"died", 48}, outcomes
+
+
 _KILL_SCRIPT = """
 import os, signal, sys
 from pathlib import Path
