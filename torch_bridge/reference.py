@@ -158,21 +158,31 @@ class TorchEngine:
                 batch = {k: v.to(self.device, non_blocking=True) for k, v in stacked.items()}
                 yield position, attach_meta(self.modality.finish(batch), self.modality, kept,
                                             self.device)
-        except RuntimeError as exc:
+        except Exception as exc:
+            failure = self._failure(exc)  # (before the workers are stopped and forgotten)
             stop_workers(self.loader)
-            if not isinstance(exc, (SharedMemoryError, SampleError)) and (
-                    "Bus error" in str(exc) or "shared memory" in str(exc)):  # died of it
-                raise shm_advice(exc, self.loader.num_workers) from exc
-            raise
-        except Exception as exc:  # e.g. a dead worker's tensor that cannot be rebuilt
-            dead = dead_workers(self.loader)
-            stop_workers(self.loader)
-            if dead:
-                raise RuntimeError(f"DataLoader worker ({dead}) died (killed, out of memory "
-                                   f"or crashed in native code) while the pass waited on "
-                                   f"it: {type(exc).__name__}: {exc}; iterating again starts "
-                                   f"new workers") from exc
-            raise
+            if failure is None:
+                raise
+            raise failure from exc
+
+    def _failure(self, exc: Exception) -> Exception | None:
+        """What to raise instead of `exc` from the DataLoader, or None to raise it as it is:
+        advice for a full /dev/shm; the dead worker's name when torch's queues fail after
+        one died (e.g. its batch's shared memory can no longer be fetched)."""
+        if isinstance(exc, (SharedMemoryError, SampleError)):
+            return None
+        if isinstance(exc, RuntimeError):
+            text = str(exc)
+            if "Bus error" in text or "shared memory" in text:  # a worker died of it
+                return shm_advice(exc, self.loader.num_workers)
+            return None
+        dead = dead_workers(self.loader)
+        if not dead:
+            return None
+        return RuntimeError(f"DataLoader worker ({dead}) died (killed, out of memory or "
+                            f"crashed in native code) while the pass waited on it: "
+                            f"{type(exc).__name__}: {exc}; iterating again starts new "
+                            f"workers")
 
     def _record(self, skipped: list[Skipped]) -> None:
         self.guard.remember_bad({record.index: record.reason for record in skipped})
