@@ -28,9 +28,11 @@ def blame(modality, prepared: Prepared, epoch: int, exc: Exception, *, device: s
     probe.build()
     culprits = []
     kept = prepared.kept.tolist()
+    split = getattr(modality, "sample_feeds", None)  # feeds that are not one row per sample
     for i, index in enumerate(kept):
-        for name, arrays in prepared.feeds.items():
-            probe.feed_input(name, [arrays[i]])
+        one = split(prepared.feeds, i) if split else {k: [v[i]] for k, v in prepared.feeds.items()}
+        for name, arrays in one.items():
+            probe.feed_input(name, arrays)
         try:
             probe.run()
         except Exception as sample_exc:
