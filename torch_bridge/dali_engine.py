@@ -5,9 +5,14 @@ The engine feeds `external_source` inputs itself (`feed_input` + `schedule_run`)
 output belongs to: resume counts batches yielded, never batches prefetched. Feeding runs
 ahead across the end of an epoch into the next one (the epoch a loader moves to by
 itself), so the pipeline never drains between epochs; work fed for a pass that does not
-happen is taken out and dropped. A batch that fails inside DALI is decoded again sample
-by sample to name the culprit; under on_error="skip" the culprit is left out and the pass
-goes on from that batch.
+happen is taken out and dropped. At most `prefetch_queue_depth` plan batches are prepared
+ahead of the consumer, wholly skipped ones included, so a data set whose every remaining
+sample is bad ends its pass (each batch yielded as None, every sample in the guard's
+skips) instead of preparing later epochs without end. An error preparing a batch (under
+on_error="raise", or a feed worker that died) is kept with that batch and raised, naming
+its epoch, when the batch's turn comes: every earlier batch is yielded first. A batch that
+fails inside DALI is decoded again sample by sample to name the culprit; under
+on_error="skip" the culprit is left out and the pass goes on from that batch.
 
 Each batch's inputs come from the modality's `feeds()`: in this process, or, with
 `config.py_num_workers` = N > 0, in N worker processes that prepare a window of upcoming
@@ -19,20 +24,20 @@ subclasses, go to workers; any other (the Dataset adapter) always feeds in this 
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import weakref
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Iterator, Union
 
 import numpy as np
 import torch
 
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.inputs import check_feeds
-from torch_bridge.errors import SampleError, SampleGuard, Skipped
-from torch_bridge.feeders import BrokenProcessPool, FeedPool, known_bad_for
+from torch_bridge.dali_blame import blame, in_epoch
+from torch_bridge.errors import SampleError, SampleGuard, WorkerDied
+from torch_bridge.feeders import FeedPool, FeedWindow, PlanBatch, Prepared
 from torch_bridge.modalities.base import SourceModality
 from torch_bridge.protocols import BatchPlan, DaliFeed
 from torch_bridge.transfer import attach_meta, dali_to_torch
@@ -40,14 +45,34 @@ from torch_bridge.transfer import attach_meta, dali_to_torch
 
 @dataclass
 class _Fed:
-    """One plan batch on its way through DALI (kept is None: every sample was skipped)."""
+    """A prepared plan batch on its way through DALI (`scheduled` once fed and run; a batch
+    with no kept sample never goes to DALI)."""
 
-    epoch: int
-    position: int
-    kept: np.ndarray | None
-    feeds: dict = field(repr=False)
-    skips: list[Skipped]  # recorded in the guard when the batch is consumed
-    padding: bool = False  # a repeat that only fills a new pipeline's first prefetch
+    batch: PlanBatch
+    prepared: Prepared
+    scheduled: bool = False
+
+    @property
+    def has_samples(self) -> bool:
+        return len(self.prepared.kept) > 0
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A plan batch whose preparation raised: the error is raised at the batch's turn."""
+
+    batch: PlanBatch
+    error: Exception
+
+
+@dataclass(frozen=True)
+class _Padding:
+    """A repeat fed only to fill a new pipeline's first run; its output is dropped."""
+
+    feeds: dict
+
+
+_Entry = Union[_Fed, _Failed, _Padding]
 
 
 class DaliEngine:
@@ -57,10 +82,10 @@ class DaliEngine:
         self.config, self.guard, self.run_ahead = config, guard, run_ahead
         self.dali_device = "gpu" if device.type == "cuda" else "cpu"
         self._pipe = None
-        self._pending: deque[_Fed] = deque()  # fed, in DALI's output order
-        self._stream = iter(())  # (epoch, position, indices) still to feed
+        self._pending: deque[_Entry] = deque()  # prepared, in plan (and DALI output) order
+        self._stream: Iterator[PlanBatch] = iter(())  # plan batches still to prepare
         self._pool: FeedPool | None = None  # feed workers (config.py_num_workers > 0)
-        self._window: deque = deque()  # ((epoch, position, indices), known bad, future)
+        self._window: FeedWindow | None = None
 
     def build(self):
         """The pipeline, built on first use and kept across passes."""
@@ -78,6 +103,7 @@ class DaliEngine:
         if self._pool is None and workers > 0 and isinstance(self.modality, SourceModality):
             self._pool = FeedPool(self.modality, self.guard.on_error, workers,
                                   cuda_in_use=self.dali_device == "gpu")
+            self._window = FeedWindow(self._pool, self.guard)
             self._finalizer = weakref.finalize(self, self._pool.close)
 
     def _device_id(self) -> int | None:
@@ -92,7 +118,7 @@ class DaliEngine:
         self._reset()
         if self._pool is not None:
             self._finalizer()  # FeedPool.close, once
-            self._pool = None
+            self._pool = self._window = None
 
     def _reset(self) -> None:
         """Drop the pipeline and what is in flight; the feed workers stay."""
@@ -100,10 +126,9 @@ class DaliEngine:
         self._pending.clear()
         self._set_stream(iter(()))
 
-    def _set_stream(self, stream) -> None:
-        for _, _, future in self._window:
-            future.cancel()  # a running one finishes in its worker; its result is dropped
-        self._window.clear()
+    def _set_stream(self, stream: Iterator[PlanBatch]) -> None:
+        if self._window is not None:
+            self._window.clear()  # answers still to come from the workers are dropped
         self._stream = stream
 
     def iterate(self, epoch: int, start: int) -> Iterator[tuple[int, dict | None]]:
@@ -115,6 +140,9 @@ class DaliEngine:
                 position = yield from self._pass(epoch, position)
         except GeneratorExit:  # the consumer stopped between batches: the state is whole
             raise
+        except WorkerDied:  # new workers (forked before a new pipeline starts) next time
+            self.close()
+            raise
         except BaseException:  # a failure half-way through feeding: start clean next time
             self._reset()
             raise
@@ -123,123 +151,137 @@ class DaliEngine:
         """Run from batch `start`; return the batch to restart from after a skip, or None."""
         self._continue_or_restart(epoch, start)
         pipe = self.build()
-        self._top_up(pipe)
-        while self._pending and self._pending[0].epoch == epoch:
-            fed = self._pending.popleft()  # padding (epoch -1) never matches: drained later
-            if fed.kept is None:
-                self.guard.skipped.extend(fed.skips)
-                yield fed.position, None
+        while (entry := self._next_entry(pipe, epoch)) is not None:
+            if isinstance(entry, _Failed):
+                raise in_epoch(entry.error, entry.batch.epoch, entry.batch.position)
+            if not entry.has_samples:
+                self.guard.record(entry.prepared.skips)
+                yield entry.batch.position, None
                 continue
             try:
                 outputs = pipe.outputs()
             except Exception as exc:  # DALI raises RuntimeError subclasses; keep the cause
                 self._reset()
-                self._blame(fed, exc)
-                return fed.position
-            self._top_up(pipe)
-            self.guard.skipped.extend(fed.skips)
+                self._blame(entry, exc)
+                return entry.batch.position
+            self._top_up(pipe)  # the next batch runs while this one is consumed
+            self.guard.record(entry.prepared.skips)
             batch = {name: dali_to_torch(out, self.device)
                      for name, out in zip(self.modality.dali_outputs, outputs)}
-            yield fed.position, attach_meta(batch, self.modality, fed.kept, self.device)
+            yield entry.batch.position, attach_meta(batch, self.modality,
+                                                    entry.prepared.kept, self.device)
         return None
+
+    def _next_entry(self, pipe, epoch: int) -> _Fed | _Failed | None:
+        """Take the next entry of `epoch` (its batch scheduled if it has samples), dropping
+        padding outputs on the way; None when the next one belongs to another epoch."""
+        while True:
+            self._top_up(pipe)
+            head = self._pending[0] if self._pending else None
+            if isinstance(head, _Padding):
+                self._pending.popleft()
+                pipe.outputs()
+                continue
+            if head is None or head.batch.epoch != epoch:
+                return None
+            return self._pending.popleft()
 
     def _continue_or_restart(self, epoch: int, start: int) -> None:
         """Keep what is in flight if it is exactly this pass; otherwise drop it."""
-        head = self._pending[0] if self._pending else None
-        if head is not None and (head.epoch, head.position) == (epoch, start):
+        head = next((e for e in self._pending if not isinstance(e, _Padding)), None)
+        if head is not None and (head.batch.epoch, head.batch.position) == (epoch, start):
             return
         self._drain()
         self._set_stream(self._plan_stream(epoch, start))
 
-    def _plan_stream(self, epoch: int, start: int):
+    def _plan_stream(self, epoch: int, start: int) -> Iterator[PlanBatch]:
         """This pass's batches, then (with run_ahead) the following epochs'."""
         for e in itertools.count(epoch) if self.run_ahead else (epoch,):
             for position, indices, keys in self.plan.keyed_batches(e, start if e == epoch
                                                                    else 0):
-                yield e, position, indices, keys
+                yield PlanBatch(e, position, indices, keys)
 
     def _top_up(self, pipe) -> None:
-        """Keep prefetch_queue_depth batches in flight. A new pipeline takes them all at
-        its first schedule_run; when fewer remain, the last one is repeated as padding."""
+        """Prepare up to prefetch_queue_depth batches ahead and keep as many in DALI. A
+        new pipeline takes its first ones at its first schedule_run, repeated as padding
+        when fewer are ready."""
+        self._prepare_ahead()
         depth = self.config.prefetch_queue_depth
-        in_flight = sum(1 for fed in self._pending if fed.kept is not None)
-        batch = [fed for fed in (self._next_fed() for _ in range(depth - in_flight)) if fed]
-        if not self._fresh:
-            for fed in batch:
-                self._feed_pipe(pipe, fed)
-                pipe.schedule_run()
+        waiting = [e for e in self._pending
+                   if isinstance(e, _Fed) and e.has_samples and not e.scheduled]
+        if not waiting:
             return
-        if not batch:
+        if self._fresh:
+            check_feeds(pipe, waiting[0].prepared.feeds, type(self.modality).__name__)
+            for entry in waiting:
+                self._schedule(pipe, entry)
+            for _ in range(depth - len(waiting)):
+                self._pending.append(_Padding(waiting[-1].prepared.feeds))
+                self._feed_pipe(pipe, self._pending[-1].feeds)
+            pipe.schedule_run()
+            self._fresh = False
             return
-        check_feeds(pipe, batch[0].feeds, type(self.modality).__name__)  # once per build
-        while len(batch) < depth:
-            batch.append(dataclasses.replace(batch[-1], epoch=-1, skips=[], padding=True))
-            self._pending.append(batch[-1])
-        for fed in batch:
-            self._feed_pipe(pipe, fed)
-        pipe.schedule_run()
-        self._fresh = False
+        in_dali = sum(1 for e in self._pending
+                      if isinstance(e, _Padding) or (isinstance(e, _Fed) and e.scheduled))
+        for entry in waiting[:max(depth - in_dali, 0)]:
+            self._schedule(pipe, entry)
+            pipe.schedule_run()
 
-    def _next_fed(self) -> _Fed | None:
-        """Prepare the next plan batch that has samples (recording all-skipped ones)."""
-        while (item := self._next_prepared()) is not None:
-            (epoch, position, *_), (feeds, kept, skips) = item
-            fed = _Fed(epoch, position, kept if len(kept) else None, feeds, skips)
-            self._pending.append(fed)
-            if fed.kept is not None:
-                return fed
-        return None
-
-    def _next_prepared(self):
-        """((epoch, position, indices, keys), (feeds, kept, skips)) of the stream's next batch,
-        or None at its end: from the feed workers when there are some, else made here."""
-        if self._pool is None:
-            item = next(self._stream, None)
-            return None if item is None else (item, self._prepare_here(item))
-        try:
-            self._fill_window()
-            if not self._window:
-                return None
-            item, bad, future = self._window.popleft()
-            if known_bad_for(self.guard, item[2]) != bad:  # a sample went bad since: redo
-                future.cancel()
-                return item, self._prepare_here(item)
-            feeds, kept, skips, new_bad = future.result()
-        except BrokenProcessPool as exc:
-            self.close()
-            raise RuntimeError("a feed worker process died (killed, out of memory or crashed "
-                               "in native code) while preparing a batch of the pass; "
-                               "iterating again starts new workers") from exc
-        self.guard.known_bad.update(new_bad)
-        return item, (feeds, kept, skips)
-
-    def _fill_window(self) -> None:
-        """Send the stream's next batches to the feed workers, up to twice their number,
-        each with the known-bad entries of its indices (checked again when it is taken)."""
-        while len(self._window) < 2 * self._pool.workers:
-            item = next(self._stream, None)
-            if item is None:
+    def _prepare_ahead(self) -> None:
+        """Prepare the stream's next batches until `prefetch_queue_depth` are pending (the
+        bound on running ahead, wholly skipped batches included) or one failed."""
+        depth = self.config.prefetch_queue_depth
+        while sum(1 for e in self._pending if not isinstance(e, _Padding)) < depth:
+            if self._pending and isinstance(self._pending[-1], _Failed):
+                return  # nothing after a failure is yielded: prepare no further
+            taken = self._take_prepared()
+            if taken is None:
                 return
-            bad = known_bad_for(self.guard, item[2])
-            self._window.append((item, bad, self._pool.submit(item[0], item[2], item[3], bad)))
+            batch, outcome = taken
+            self._pending.append(_Failed(batch, outcome) if isinstance(outcome, Exception)
+                                 else _Fed(batch, outcome))
 
-    def _prepare_here(self, item):
-        """(feeds, kept, skips) of one plan batch, made in this process."""
-        epoch, _, indices, keys = item
-        mark = len(self.guard.skipped)
-        feeds, kept = self.modality.feeds(epoch, indices, self.guard, keys)
-        skips = self.guard.skipped[mark:]
-        del self.guard.skipped[mark:]
-        return feeds, kept, skips
+    def _take_prepared(self) -> tuple[PlanBatch, Prepared | Exception] | None:
+        """The stream's next batch and its outcome: from the feed workers when there are
+        some, else made here; None at the stream's end."""
+        if self._window is not None:
+            return self._window.take(self._stream, self._prepare_here)
+        batch = next(self._stream, None)
+        if batch is None:
+            return None
+        try:
+            return batch, self._prepare_here(batch)
+        except Exception as exc:  # raised when the batch's turn comes
+            return batch, exc
+
+    def _prepare_here(self, batch: PlanBatch) -> Prepared:
+        """One plan batch's feeds, made in this process."""
+        (feeds, kept), skips = self.guard.collect_skips(
+            lambda: self.modality.feeds(batch.epoch, batch.indices, self.guard, batch.keys))
+        return Prepared(feeds, np.asarray(kept, np.int64), skips)
+
+    def _schedule(self, pipe, entry: _Fed) -> None:
+        self._feed_pipe(pipe, entry.prepared.feeds)
+        entry.scheduled = True
 
     @staticmethod
-    def _feed_pipe(pipe, fed: _Fed) -> None:
-        for name, arrays in fed.feeds.items():
+    def _feed_pipe(pipe, feeds: dict) -> None:
+        for name, arrays in feeds.items():
             pipe.feed_input(name, arrays)
+
+    def _blame(self, entry: _Fed, exc: Exception) -> None:
+        """Name the culprits of a batch that failed in DALI (torch_bridge.dali_blame)."""
+        try:
+            blame(self.modality, entry.prepared, entry.batch.epoch, exc,
+                  device=self.dali_device, device_id=self._device_id(), config=self.config,
+                  guard=self.guard)
+        except SampleError as error:  # on_error="raise": the culprit, in its epoch
+            raise in_epoch(error, entry.batch.epoch, entry.batch.position) from error
 
     def _drain(self) -> None:
         """Take and drop outputs fed for a pass that is not going to happen."""
-        scheduled = sum(1 for fed in self._pending if fed.kept is not None)
+        scheduled = sum(1 for e in self._pending
+                        if isinstance(e, _Padding) or (isinstance(e, _Fed) and e.scheduled))
         self._pending.clear()
         if self._pipe is None or scheduled == 0:
             return
@@ -248,27 +290,3 @@ class DaliEngine:
                 self._pipe.outputs()
         except Exception:  # a failing batch nobody asked for: start over with a new pipeline
             self._reset()
-
-    def _blame(self, fed: _Fed, exc: Exception) -> None:
-        """Decode the failed batch sample by sample; raise or remember the culprits."""
-        probe = self.modality.build_pipeline(
-            device=self.dali_device, batch_size=1, device_id=self._device_id(),
-            config=dataclasses.replace(self.config, num_threads=1, prefetch_queue_depth=1))
-        probe.build()
-        culprits = []
-        split = getattr(self.modality, "sample_feeds", None)  # feeds not one row per sample
-        for i, index in enumerate(fed.kept.tolist()):
-            one = split(fed.feeds, i) if split else {k: [v[i]] for k, v in fed.feeds.items()}
-            for name, arrays in one.items():
-                probe.feed_input(name, arrays)
-            try:
-                probe.run()
-            except Exception as sample_exc:
-                culprits.append((index, sample_exc))
-        del probe
-        if not culprits:
-            files = ", ".join(self.modality.path(i) for i in fed.kept.tolist()[:8])
-            raise SampleError(f"DALI failed on a batch of epoch {fed.epoch} but no single "
-                              f"sample fails alone (files: {files}, ...): {exc}") from exc
-        for index, sample_exc in culprits:  # recorded when the batch is prepared again
-            self.guard.mark_bad(index, self.modality.path(index), sample_exc)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal, TypeVar
+from typing import Callable, Iterable, Literal, Mapping, TypeVar
 
 import numpy as np
 
@@ -22,6 +22,16 @@ class SampleError(RuntimeError):
         super().__init__(message)
         self.index = index
         self.path = path
+
+
+class WorkerDied(RuntimeError):
+    """A feed worker process died (killed, out of memory, crashed in native code) while
+    the engine waited on it; iterating again starts new workers."""
+
+
+class SharedMemoryError(RuntimeError):
+    """Worker processes could not hand a batch over through shared memory (/dev/shm full
+    or too small); the message says how much is free and what to change."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,36 @@ class SampleGuard:
         self.on_error = on_error
         self.skipped: list[Skipped] = []
         self.known_bad: dict[int, str] = {}
+
+    def record(self, skips: Iterable[Skipped]) -> None:
+        """Add skip records made elsewhere (a prepared batch, a worker process)."""
+        self.skipped.extend(skips)
+
+    def collect_skips(self, work: Callable[[], T]) -> tuple[T, tuple[Skipped, ...]]:
+        """`work()` and the skip records it made, taken out of this guard (they are
+        recorded with `record` when their batch is consumed).
+
+        Returns:
+            (what `work` returned, its skip records in order)
+        """
+        mark = len(self.skipped)
+        try:
+            result = work()
+            return result, tuple(self.skipped[mark:])
+        finally:
+            del self.skipped[mark:]
+
+    def known_bad_for(self, indices) -> dict[int, str]:
+        """The known-bad entries (index -> reason) of these indices."""
+        bad = self.known_bad
+        if not bad:
+            return {}
+        return {i: bad[i] for i in np.asarray(indices).tolist() if i in bad}
+
+    def remember_bad(self, entries: Mapping[int, str]) -> None:
+        """Learn samples found bad elsewhere (index -> reason): they are skipped without
+        being read again."""
+        self.known_bad.update(entries)
 
     def mark_bad(self, index: int, path: str, exc: BaseException) -> str:
         """Raise SampleError (on_error="raise") or remember the sample as bad."""

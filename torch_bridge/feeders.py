@@ -31,12 +31,14 @@ main process. The result is what N = 0 computes at the same point, so batches, s
 worker's SampleError (file and index in its message) is re-raised by the engine when the
 batch's turn comes, after every earlier batch, as N = 0 raises it.
 
-Processes: `start_method()` (torch_bridge.workers): fork, with the collector frozen, while
-CUDA is not initialised in the parent; forkserver or spawn after, which pickles the modality
-into the workers (every built-in modality pickles: sources reopen their memory maps and
-caches per process). Workers exit on `close()`, when the pool is garbage-collected (the
-engine's finalizer), at interpreter exit (concurrent.futures joins them), and by themselves
-when the process that started them dies (a watchdog thread).
+Processes (torch_bridge.feed_pool): `start_method()` (torch_bridge.workers): fork, with
+the collector frozen, while CUDA is not initialised in the parent; forkserver or spawn
+after, which pickles the modality into the workers (every built-in modality pickles:
+sources reopen their memory maps and caches per process). A worker that dies (SIGKILL, the
+OOM killer), even half-way through sending a result, is seen within a fraction of a
+second and raised as `WorkerDied` when its batch's turn comes. Workers exit on `close()`,
+when the pool is garbage-collected (the engine's finalizer), at interpreter exit (daemon
+processes), and by themselves when the process that started them dies (a watchdog thread).
 """
 from __future__ import annotations
 
@@ -45,22 +47,47 @@ import pickle
 import signal
 import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import get_context
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Union
 
 import numpy as np
 
-from torch_bridge.errors import SampleGuard
-from torch_bridge.workers import frozen_gc, start_method
+from torch_bridge.errors import SampleGuard, Skipped, WorkerDied
+from torch_bridge.feed_pool import ProcessPool, Ticket
 
-__all__ = ["BrokenProcessPool", "FeedPool", "known_bad_for"]
+__all__ = ["FeedPool", "FeedWindow", "PlanBatch", "Prepared", "WorkerDied"]
 
-_worker: dict = {}  # in a worker process only: the modality and on_error, set by _init
+_worker: dict = {}  # in a worker process only: the modality, on_error and result pipe
+
+
+@dataclass(frozen=True)
+class PlanBatch:
+    """One plan batch: its epoch, its position in the epoch, its dataset indices and their
+    augmentation keys (torch_bridge.plan)."""
+
+    epoch: int
+    position: int
+    indices: np.ndarray = field(repr=False)
+    keys: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A plan batch's feeds: the graph inputs of the samples kept, their int64 dataset
+    indices (empty: every sample was skipped) and the skip records made while reading
+    (recorded in the guard when the batch is consumed)."""
+
+    feeds: dict = field(repr=False)
+    kept: np.ndarray
+    skips: tuple[Skipped, ...] = ()
+
+
+Outcome = Union[Prepared, Exception]  # an exception: raised when the batch's turn comes
 
 
 class FeedPool:
-    """`workers` processes running `modality.feeds(epoch, indices, guard)`.
+    """`workers` processes running `modality.feeds(epoch, indices, guard, keys)`.
 
     `context`: a start method name, or None for `start_method(cuda_in_use=...)`. The pool
     starts its processes at once (forked inside `frozen_gc()`), so create it at a point where
@@ -71,49 +98,94 @@ class FeedPool:
                  cuda_in_use: bool = False):
         if workers < 1:
             raise ValueError(f"a FeedPool needs at least one worker, got {workers}")
-        self.method = context or start_method(cuda_in_use=cuda_in_use)
         self.workers = workers
-        self._executor = ProcessPoolExecutor(
-            workers, mp_context=get_context(self.method), initializer=_init,
-            initargs=(modality, on_error))
+        self._pool = None
         try:
-            with frozen_gc():  # fork: every worker starts now; forkserver/spawn: one now
-                self._executor.submit(os.getpid).result()
+            self._pool = ProcessPool(_prepare, (_init, modality, on_error), workers,
+                                     method=context, cuda_in_use=cuda_in_use)
+            for ticket in [self._pool.submit(None) for _ in range(workers)]:
+                self._pool.result(ticket)  # every worker started and answers
         except Exception as exc:  # unpicklable modality, failed start: say what to do
-            self._executor.shutdown(wait=True, cancel_futures=True)
+            method = self._pool.method if self._pool else context or "the start method"
+            self.close()
             raise RuntimeError(
                 f"feed workers (py_num_workers={workers}) could not start with "
-                f"{self.method!r}: {type(exc).__name__}: {exc}. With forkserver or spawn "
+                f"{method!r}: {type(exc).__name__}: {exc}. With forkserver or spawn "
                 f"(CUDA is initialised in this process) the modality is pickled into the "
                 f"workers and must be picklable; py_num_workers=0 prepares the feeds in "
                 f"this process") from exc
+        self.method = self._pool.method
 
-    def submit(self, epoch: int, indices: np.ndarray, keys: np.ndarray,
-               known_bad: dict[int, str]) -> Future:
-        """A future of (feeds, kept int64 indices, skip records, {index: reason} of the
-        samples found bad) for one plan batch (its indices and augmentation keys), given the
-        main guard's known-bad entries for its indices."""
-        return self._executor.submit(_prepare, epoch, indices, keys, known_bad)
+    def submit(self, batch: PlanBatch, known_bad: dict[int, str]) -> Ticket:
+        """Send one plan batch, with the main guard's known-bad entries for its indices.
+
+        Returns:
+            a Ticket for `result`
+        """
+        return self._pool.submit((batch, known_bad))
+
+    def result(self, ticket: Ticket) -> tuple[Prepared, dict[int, str]]:
+        """(the batch's Prepared, {index: reason} of the samples its worker found bad).
+
+        Raises:
+            the worker's exception (SampleError under on_error="raise"), or WorkerDied.
+        """
+        return self._pool.result(ticket)
 
     def pids(self) -> list[int]:
-        """The worker processes' ids (those started so far)."""
-        return [p.pid for p in list((self._executor._processes or {}).values())]
+        """The worker processes' ids."""
+        return self._pool.pids() if self._pool else []
 
     def close(self) -> None:
-        """Cancel queued work, wait for running batches and join every worker."""
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        """End every worker (work in progress is dropped)."""
+        if self._pool is not None:
+            self._pool.close()
 
 
-def known_bad_for(guard: SampleGuard, indices: np.ndarray) -> dict[int, str]:
-    """The guard's known-bad entries for these indices (what a worker's guard must know)."""
-    bad = guard.known_bad
-    if not bad:
-        return {}
-    return {i: bad[i] for i in indices.tolist() if i in bad}
+class FeedWindow:
+    """Plan batches sent ahead to a FeedPool (up to twice its workers), taken back strictly
+    in plan order; a batch whose samples' known-bad entries changed since it was sent is
+    prepared again in this process (see the module doc)."""
+
+    def __init__(self, pool: FeedPool, guard: SampleGuard):
+        self.pool, self.guard = pool, guard
+        self._sent: deque[tuple[PlanBatch, dict[int, str], Ticket]] = deque()
+
+    def take(self, stream: Iterator[PlanBatch], prepare_here: Callable[[PlanBatch], Prepared]
+             ) -> tuple[PlanBatch, Outcome] | None:
+        """The stream's next batch and its outcome (a Prepared, or the exception preparing
+        it raised), or None at the stream's end."""
+        self._fill(stream)
+        if not self._sent:
+            return None
+        batch, bad, ticket = self._sent.popleft()
+        try:
+            if self.guard.known_bad_for(batch.indices) != bad:  # a sample went bad since
+                return batch, prepare_here(batch)  # (the worker's answer is dropped)
+            prepared, new_bad = self.pool.result(ticket)
+        except WorkerDied as exc:
+            self._sent.clear()
+            return batch, exc
+        except Exception as exc:
+            return batch, exc
+        self.guard.remember_bad(new_bad)
+        return batch, prepared
+
+    def _fill(self, stream: Iterator[PlanBatch]) -> None:
+        while len(self._sent) < 2 * self.pool.workers:
+            batch = next(stream, None)
+            if batch is None:
+                return
+            bad = self.guard.known_bad_for(batch.indices)
+            self._sent.append((batch, bad, self.pool.submit(batch, bad)))
+
+    def clear(self) -> None:
+        """Forget what was sent (answers still to come are read and dropped later)."""
+        self._sent.clear()
 
 
-def _init(modality, on_error: str) -> None:
-    _worker.update(modality=modality, on_error=on_error)
+def _init(results, modality, on_error: str) -> None:
+    _worker.update(modality=modality, on_error=on_error, results=results)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the main process shuts us down
     threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
 
@@ -126,16 +198,20 @@ def _exit_with(ppid: int) -> None:
     os._exit(0)
 
 
-def _prepare(epoch: int, indices: np.ndarray, keys: np.ndarray,
-             known_bad: dict[int, str]) -> tuple:
+def _prepare(task) -> tuple[Prepared, dict[int, str]] | int:
+    """A worker's work: (Prepared, newly found bad samples) of one plan batch; the
+    process id for the start-up check (task None)."""
+    if task is None:
+        return os.getpid()
+    batch, known_bad = task
     guard = SampleGuard(_worker["on_error"])
-    guard.known_bad.update(known_bad)
+    guard.remember_bad(known_bad)
     try:
-        feeds, kept = _worker["modality"].feeds(epoch, indices, guard, keys)
+        feeds, kept = _worker["modality"].feeds(batch.epoch, batch.indices, guard, batch.keys)
     except Exception as exc:
         raise _portable(exc) from None
     new_bad = {i: r for i, r in guard.known_bad.items() if known_bad.get(i) != r}
-    return feeds, np.asarray(kept, np.int64), list(guard.skipped), new_bad
+    return Prepared(feeds, np.asarray(kept, np.int64), tuple(guard.skipped)), new_bad
 
 
 def _portable(exc: BaseException) -> BaseException:
@@ -146,4 +222,3 @@ def _portable(exc: BaseException) -> BaseException:
         return exc
     except Exception:  # an exception class that cannot be rebuilt from its args
         return RuntimeError(f"{type(exc).__name__}: {exc}")
-

@@ -3,7 +3,6 @@ it; importing make_loader from here keeps working)."""
 from __future__ import annotations
 
 import os
-import warnings
 import weakref
 from typing import Any, Iterator
 
@@ -24,6 +23,8 @@ class Loader:
     the batches yielded in it, and a loader given that state continues exactly there; a
     loader with another world size or batch size continues with what the saved ranks had
     not yet yielded of that epoch (elastic resume, see `load_state_dict`).
+    With world_size > 1 every pass yields `len()` batches: one whose every sample was
+    skipped comes empty (batch dimension 0); see `__iter__`, also for a second `iter()`.
     """
 
     def __init__(self, engine: Engine, plan: EpochPlan, guard: SampleGuard, *, modality: str,
@@ -33,6 +34,8 @@ class Loader:
         self.epoch = 0
         self._consumed = 0  # plan batches consumed in the current pass
         self._resume_from = 0  # where the next pass starts (non-zero after load_state_dict)
+        self._live_pass: _Pass | None = None  # the pass of the last iter() (see __iter__)
+        self._template: dict | None = None  # field -> (dtype, shape[1:], device) for empties
         # The listing is fixed at construction: hash it once, not on every state_dict().
         self._order = _order_spec(plan, getattr(engine, "modality", None), modality)
         self._fingerprint = _fingerprint(self._order)
@@ -62,19 +65,52 @@ class Loader:
                 self.plan.set_resumed(None)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        epoch, start = self.epoch, self._resume_from
+        """One pass: the batches of the current epoch from the current position.
+
+        With world_size > 1 a plan batch whose every sample was skipped (on_error="skip")
+        comes as an empty batch: every field of the loader's batches with batch dimension
+        0 (`"index"` of length 0), so every rank yields `len(loader)` batches and DDP never
+        waits on one; with a single process it is left out.
+
+        A second `iter()` while a pass is live (started, not finished or closed) restarts
+        that pass from where it started, and the earlier iterator raises RuntimeError on
+        its next use: two iterators never split an epoch between them.
+        """
+        live = self._live_pass
+        if (live is not None and live.alive() and live.epoch == self.epoch
+                and self._resume_from == 0):
+            epoch, start = live.epoch, live.start  # restart the live pass
+        else:
+            epoch, start = self.epoch, self._resume_from
         self._resume_from, self._consumed = 0, start
-        for position, batch in self._engine.iterate(epoch, start):
+        token = _Pass(epoch, start)
+        generator = self._run(token)
+        token.generator = weakref.ref(generator)
+        self._live_pass = token
+        return generator
+
+    def _run(self, token: "_Pass") -> Iterator[dict[str, torch.Tensor]]:
+        for position, batch in self._engine.iterate(token.epoch, token.start):
             self._consumed = position + 1
             if batch is not None:
+                self._template = {k: (v.dtype, v.shape[1:], v.device) for k, v in batch.items()}
                 yield batch
             elif self.plan.world_size > 1:
-                warnings.warn(
-                    f"rank {self.plan.rank}: every sample of batch {position} of epoch {epoch} "
-                    f"was skipped (on_error='skip'), so this rank yields one batch fewer than "
-                    f"len(loader) this epoch; ranks that wait on each other (DDP) may hang. "
-                    f"loader.skipped names the files", RuntimeWarning, stacklevel=2)
-        self.epoch, self._consumed = epoch + 1, 0
+                yield self._empty_batch()
+            if self._live_pass is not token:
+                raise RuntimeError(
+                    f"this iterator over the loader was superseded: iter(loader) was called "
+                    f"again while it was live, which restarted epoch {token.epoch}; use one "
+                    f"iterator per pass")
+        self.epoch, self._consumed = token.epoch + 1, 0
+
+    def _empty_batch(self) -> dict[str, torch.Tensor]:
+        """Every field of this loader's batches with batch dimension 0: shapes from the
+        last real batch, else from the modality's schema (other dimensions 0)."""
+        if self._template is None:
+            self._template = _schema_template(self.modality, self._engine)
+        return {name: torch.empty((0, *shape), dtype=dtype, device=device)
+                for name, (dtype, shape, device) in self._template.items()}
 
     def state_dict(self) -> dict[str, Any]:
         """Position (`epoch`, `batches_consumed`), the layout (`world_size`, `batch_size`,
@@ -131,6 +167,31 @@ class Loader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Pass:
+    """One iter() of a Loader: the epoch and batch it started from, and its generator."""
+
+    def __init__(self, epoch: int, start: int):
+        self.epoch, self.start = epoch, start
+        self.generator: weakref.ref | None = None
+
+    def alive(self) -> bool:
+        """Whether its generator exists and has not finished."""
+        generator = self.generator() if self.generator is not None else None
+        return generator is not None and generator.gi_frame is not None
+
+
+def _schema_template(name: str, engine) -> dict:
+    """field -> (dtype, shape[1:], device) from the batch schema of modality `name`
+    (every non-batch dimension 0); just "index" for a modality without a schema."""
+    from dali_pipes.schema import SCHEMAS, SOURCE_ID
+    device = getattr(engine, "device", torch.device("cpu"))
+    schema = dict(SCHEMAS.get(name, {"index": ("int64", "B")}))
+    if getattr(getattr(engine, "modality", None), "multi_source", False):
+        schema.update(SOURCE_ID)
+    return {field: (getattr(torch, dtype), (0,) * (len(layout) - 1), device)
+            for field, (dtype, layout) in schema.items()}
 
 
 def _close_engine(engine) -> None:

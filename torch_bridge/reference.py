@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from torch_bridge import collate
-from torch_bridge.errors import SampleError, SampleGuard, Skipped
+from torch_bridge.errors import SampleError, SampleGuard, SharedMemoryError, Skipped
 from torch_bridge.plan import EpochPlan
 from torch_bridge.protocols import Modality
 from torch_bridge.transfer import attach_meta
-from torch_bridge.workers import start_workers, stop_workers
+from torch_bridge.workers import dead_workers, shm_advice, start_workers, stop_workers
 
 
 @dataclass(frozen=True)
@@ -95,9 +95,31 @@ class _Collate:
         names = [f"{i}: {self.modality.path(i)}" for i in kept]
         padded = getattr(self.modality, "padded_fields", ())
         if padded:
-            return kept, collate.pad_batch(samples, padded, names), skipped
-        return kept, {name: collate.stack([s[name] for s in samples], name, names)
-                      for name in samples[0]}, skipped
+            batch = collate.pad_batch(samples, padded, names)
+        else:
+            batch = {name: collate.stack([s[name] for s in samples], name, names)
+                     for name in samples[0]}
+        return kept, _in_shared_memory(batch), skipped
+
+
+def _in_shared_memory(batch: dict[str, torch.Tensor]) -> dict | SharedMemoryError:
+    """In a DataLoader worker: the batch moved into shared memory here, so a full /dev/shm
+    fails in this thread, as data the consumer raises (left to the worker's queue thread,
+    the error is only printed and the batch never arrives: the consumer waits forever)."""
+    if get_worker_info() is None:
+        return batch
+    try:
+        for tensor in batch.values():
+            if isinstance(tensor, torch.Tensor):
+                tensor.share_memory_()
+    except RuntimeError as exc:
+        if "shared memory" not in str(exc) and "No space left" not in str(exc):
+            raise
+        size = sum(t.numel() * t.element_size() for t in batch.values()
+                   if isinstance(t, torch.Tensor))
+        return SharedMemoryError(f"could not put a batch of {size / 2**20:.1f} MiB into "
+                                 f"shared memory: {exc}")
+    return batch
 
 
 class TorchEngine:
@@ -126,19 +148,43 @@ class TorchEngine:
         try:
             for position, (kept, stacked, skipped) in enumerate(start_workers(self.loader), start):
                 self._record(skipped)
-                if isinstance(stacked, SampleError):
-                    raise stacked
+                if isinstance(stacked, SharedMemoryError):
+                    raise shm_advice(stacked, self.loader.num_workers) from stacked
+                if isinstance(stacked, SampleError):  # named like the DALI engine names it
+                    raise SampleError(f"epoch {epoch}, batch {position}: {stacked}",
+                                      index=stacked.index, path=stacked.path) from stacked
                 if stacked is None:
                     yield position, None
                     continue
                 batch = {k: v.to(self.device, non_blocking=True) for k, v in stacked.items()}
                 yield position, attach_meta(self.modality.finish(batch), self.modality, kept,
                                             self.device)
-        except Exception:
+        except Exception as exc:
+            failure = self._failure(exc)  # (before the workers are stopped and forgotten)
             stop_workers(self.loader)
-            raise
+            if failure is None:
+                raise
+            raise failure from exc
+
+    def _failure(self, exc: Exception) -> Exception | None:
+        """What to raise instead of `exc` from the DataLoader, or None to raise it as it is:
+        advice for a full /dev/shm; the dead worker's name when torch's queues fail after
+        one died (e.g. its batch's shared memory can no longer be fetched)."""
+        if isinstance(exc, (SharedMemoryError, SampleError)):
+            return None
+        if isinstance(exc, RuntimeError):
+            text = str(exc)
+            if "Bus error" in text or "shared memory" in text:  # a worker died of it
+                return shm_advice(exc, self.loader.num_workers)
+            return None
+        dead = dead_workers(self.loader)
+        if not dead:
+            return None
+        return RuntimeError(f"DataLoader worker ({dead}) died (killed, out of memory or "
+                            f"crashed in native code) while the pass waited on it: "
+                            f"{type(exc).__name__}: {exc}; iterating again starts new "
+                            f"workers")
 
     def _record(self, skipped: list[Skipped]) -> None:
-        for record in skipped:
-            self.guard.known_bad[record.index] = record.reason
-            self.guard.skipped.append(record)
+        self.guard.remember_bad({record.index: record.reason for record in skipped})
+        self.guard.record(skipped)

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
+import time
 from contextlib import contextmanager
 
 import torch
 from torch.utils.data import DataLoader
+
+from torch_bridge.errors import SharedMemoryError
 
 
 def start_method(*, cuda_in_use: bool = False) -> str:
@@ -51,6 +55,9 @@ def start_workers(loader: DataLoader):
     """
     if loader.num_workers == 0:
         return iter(loader)
+    kept = getattr(loader, "_iterator", None)  # persistent workers from the last pass
+    if kept is not None and not all(w.is_alive() for w in getattr(kept, "_workers", ())):
+        stop_workers(loader)  # one died since (its pass failed): start them all afresh
     if loader.multiprocessing_context is None or getattr(loader, "_auto_start_method", False):
         loader.multiprocessing_context = start_method()
         loader._auto_start_method = True
@@ -66,6 +73,53 @@ def stop_workers(loader: DataLoader | None) -> None:
     """
     iterator = getattr(loader, "_iterator", None)
     if iterator is not None and hasattr(iterator, "_shutdown_workers"):
-        iterator._shutdown_workers()
+        try:
+            iterator._shutdown_workers()
+        except (AssertionError, OSError):  # its state was broken by a worker that died
+            for worker in getattr(iterator, "_workers", ()):
+                if worker.is_alive():
+                    worker.kill()
+                worker.join(5.0)
     if loader is not None:
         loader._iterator = None
+
+
+def dead_workers(loader: DataLoader, *, wait_s: float = 1.0) -> str:
+    """'pid N, exit code C' of each worker of `loader`'s live iterator that has died, or ''
+    when none has within `wait_s` (a worker's sockets reset a moment before its death can
+    be seen): the liveness check behind an error from torch's queues."""
+    workers = list(getattr(getattr(loader, "_iterator", None), "_workers", ()))
+    deadline = time.monotonic() + wait_s
+    while workers:
+        dead = [w for w in workers if not w.is_alive()]
+        if dead or time.monotonic() >= deadline:
+            return ", ".join(f"pid {w.pid}, exit code {w.exitcode}" for w in dead)
+        time.sleep(0.02)
+    return ""
+
+
+def shm_advice(exc: BaseException, workers: int, shm: str = "/dev/shm") -> SharedMemoryError:
+    """A SharedMemoryError naming `shm`, its free space and the fixes.
+
+    Args:
+        exc: a batch that did not fit, or a worker killed by SIGBUS writing into `shm`.
+        workers: the DataLoader's worker count (named in the message).
+        shm: the shared-memory mount.
+
+    Returns:
+        the error to raise (from `exc`)
+    """
+    try:
+        stat = os.statvfs(shm)
+        space = (f"{stat.f_bavail * stat.f_frsize / 2**20:.1f} MiB free of "
+                 f"{stat.f_blocks * stat.f_frsize / 2**20:.1f} MiB")
+    except OSError as stat_exc:
+        space = f"not readable: {stat_exc}"
+    return SharedMemoryError(
+        f"the torch backend's {workers} DataLoader worker(s) hand batches over through "
+        f"shared memory in {shm} ({space}), and it is full: {exc}. Give the container "
+        f"more (docker run --shm-size=8g; Kubernetes: an emptyDir with medium: Memory "
+        f"mounted at {shm}), use fewer workers or a smaller prefetch_factor "
+        f"(reference={{'num_workers': ..., 'prefetch_factor': ...}}), or call "
+        f"torch.multiprocessing.set_sharing_strategy('file_system') before making the "
+        f"loader")

@@ -25,7 +25,7 @@ from bench.sample_video import small_video_folder
 from tests.conftest import undefined_quant_table, write_image_folder
 from torch_bridge import SampleError, make_loader
 from torch_bridge.errors import SampleGuard
-from torch_bridge.feeders import FeedPool
+from torch_bridge.feeders import FeedPool, PlanBatch
 from torch_bridge.modalities.fusion import FusionModality
 from torch_bridge.modalities.hyperspectral import HyperspectralModality
 from torch_bridge.modalities.video import VideoModality
@@ -124,7 +124,8 @@ def test_skip_records_and_known_bad_match(tmp_path):
 
 
 def test_raise_names_file_and_index_after_the_same_batches(tmp_path):
-    """Index 6 is in plan batch 3, prepared (prefetch depth 2) before batch 1 is yielded."""
+    """Index 6 is in plan batch 3, prepared (prefetch depth 2) before batch 1 is yielded;
+    its error is raised at its turn, naming the epoch, after batches 0-2."""
     root = _corrupt_videos(tmp_path / "v", n_videos=8, bad="vid_0005.webm")
     yielded = []
     for workers in (0, 2):
@@ -136,7 +137,7 @@ def test_raise_names_file_and_index_after_the_same_batches(tmp_path):
         assert info.value.index == 6 and info.value.path.endswith("vid_0005.webm")
         yielded.append(batches)
         loader.close()
-    assert yielded[0] == yielded[1] == [[0, 1]]
+    assert yielded[0] == yielded[1] == [[0, 1], [2, 3], [4, 5]]
 
 
 def test_decoder_failure_blame_matches(tmp_path):
@@ -214,13 +215,13 @@ def test_forkserver_pool_prepares_the_same_feeds(data):
     indices = np.array([5, 0, 9], dtype=np.int64)
     pool = FeedPool(mod, "raise", 1, context="forkserver")
     try:
-        feeds, kept, skips, new_bad = pool.submit(1, indices, indices, {}).result(timeout=120)
+        prepared, new_bad = pool.result(pool.submit(PlanBatch(1, 0, indices, indices), {}))
     finally:
         pool.close()
     here, kept_here = mod.feeds(1, indices, SampleGuard("raise"))
-    assert pool.method == "forkserver" and np.array_equal(kept, kept_here)
-    assert skips == [] and new_bad == {}
-    assert all(np.array_equal(feeds[k], here[k]) for k in here)
+    assert pool.method == "forkserver" and np.array_equal(prepared.kept, kept_here)
+    assert prepared.skips == () and new_bad == {}
+    assert all(np.array_equal(prepared.feeds[k], here[k]) for k in here)
 
 
 def test_an_unpicklable_modality_fails_with_advice():
