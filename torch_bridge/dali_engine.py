@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from dali_pipes.pipelines.config import PipelineConfig
+from torch_bridge.autoworkers import auto_workers
 from torch_bridge.errors import SampleError, SampleGuard, Skipped
 from torch_bridge.feeders import BrokenProcessPool, FeedPool, known_bad_for
 from torch_bridge.modalities.base import SourceModality
@@ -73,8 +74,10 @@ class DaliEngine:
         return self._pipe
 
     def _start_feeders(self) -> None:
-        workers = self.config.py_num_workers
-        if self._pool is None and workers > 0 and isinstance(self.modality, SourceModality):
+        if self._pool is not None or not isinstance(self.modality, SourceModality):
+            return
+        workers = auto_workers(self.config.py_num_workers, self.modality, self.dali_device)
+        if workers > 0:
             self._pool = FeedPool(self.modality, self.guard.on_error, workers,
                                   cuda_in_use=self.dali_device == "gpu")
             self._finalizer = weakref.finalize(self, self._pool.close)
