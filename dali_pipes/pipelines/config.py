@@ -28,6 +28,9 @@ class PipelineConfig:
     # this rank (torch_bridge.autoworkers).
     py_num_workers: int | str = "auto"
     use_fast_idct: bool = True
+    # Large JPEGs on the CPU backend: decode crop windows >= 2x the output at 1/2-1/8
+    # scale in the feed (torch_bridge/modalities/image_scaled.py).
+    scaled_jpeg_decode: bool = True
     antialias: bool = True
     jpeg_fancy_upsampling: bool = False
     hw_decoder_load: float = 0.65
