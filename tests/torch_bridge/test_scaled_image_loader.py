@@ -72,3 +72,26 @@ def test_a_file_libjpeg_rejects_follows_on_error(large_folder, tmp_path):
     assert [s.path for s in loader.skipped] == [str(bad)] and loader.skipped[0].reason
     with pytest.raises(SampleError, match="p2.jpg"):
         _batches(root, "dali", shuffle=False)
+
+
+def test_the_first_build_decides_and_keeps_the_decode_threads(large_folder):
+    import dataclasses
+
+    from dali_pipes.pipelines.config import load_config
+    from torch_bridge.modalities.image import ImageModality
+    modality = ImageModality(large_folder, seed=0, size=SIZE)
+    config = dataclasses.replace(load_config(None), num_threads=3)
+    modality.build_pipeline(device="cpu", batch_size=4, config=config)
+    assert modality._scaled and modality._decode_opts["threads"] == 3
+    # the engine's one-sample blame pipeline: same graph inputs, feed threads untouched
+    probe = modality.build_pipeline(device="cpu", batch_size=1,
+                                    config=dataclasses.replace(config, num_threads=1))
+    assert modality._decode_opts["threads"] == 3
+    from torch_bridge.errors import SampleGuard
+    feeds, kept = modality.feeds(0, np.array([5]), SampleGuard("raise"))
+    assert kept.tolist() == [5] and set(feeds) == {"pixels", "roi_start", "roi_end", "mirror"}
+    probe.build()
+    for name, values in feeds.items():
+        probe.feed_input(name, values)
+    (out,) = probe.run()
+    assert np.asarray(out[0]).shape == (3, SIZE, SIZE)

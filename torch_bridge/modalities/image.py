@@ -29,17 +29,21 @@ class ImageModality(SourceModality):
             raise ValueError(f"size must be a positive int, got {size!r}")
         self._set_source(ImageFolderSource(data), data)
         self.seed, self.size, self.train = seed, size, train
+        self._scaled = False  # reduced-scale decoding in the feed (set by build_pipeline)
+        self._decode_opts: dict | None = None
 
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         # Large photos on the CPU backend: decode at a reduced DCT scale in the feed
         # (torch_bridge/modalities/image_scaled.py); else DALI decodes the crop window.
-        self._scaled = image_scaled.scaled_decode_pays(
-            self.source, size=self.size, train=self.train, device=device,
-            enabled=config.scaled_jpeg_decode)
-        if self._scaled:
+        # The first build decides (the engine's one-sample blame pipeline reuses it).
+        if self._decode_opts is None:
+            self._scaled = image_scaled.scaled_decode_pays(
+                self.source, size=self.size, train=self.train, device=device,
+                enabled=config.scaled_jpeg_decode)
             self._decode_opts = dict(fast_idct=config.use_fast_idct, threads=config.threads())
+        if self._scaled:
             return build_scaled_image_pipeline(batch_size=batch_size, size=self.size,
                                                config=config)
         return image_graph.build_image_pipeline(device=device, batch_size=batch_size,
@@ -58,7 +62,7 @@ class ImageModality(SourceModality):
         windows, flip = image_params(self.seed, epoch, aug_keys(indices, keys)[kept],
                                      hw[:, 0], hw[:, 1], size=self.size, train=self.train)
         windows = windows.astype(np.int32)
-        if getattr(self, "_scaled", False):
+        if self._scaled:
             return self._scaled_feeds(epoch, kept_arr, datas, hw, windows, flip, guard)
         # Fixed-size inputs go in as one dense array each: DALI takes the first axis as
         # the batch, which saves converting B small arrays per input.
