@@ -10,7 +10,8 @@ hyperspectral cubes, JPEG files and frame folders (measured in default.toml's co
 from __future__ import annotations
 
 import os
-from typing import Iterable
+import warnings
+from typing import Callable, Iterable
 
 MAX_AUTO_WORKERS = 8  # beyond this the consumer, not the feed, limits clips/s
 PROBED_FILES = 8  # files probed (spread over the listing) to learn the data's codecs
@@ -112,3 +113,28 @@ def auto_workers(setting: int | str, modality, dali_device: str) -> int:
     codecs = data_codecs(getattr(modality, "source", None))
     fallback = {c for c in codecs if not dali_decodes(c, dali_device)}
     return resolve_workers(setting, fallback_codecs=fallback, rank_cores=rank_cores())
+
+
+def start_feed_pool(make_pool: Callable[[int], object], setting: int | str, workers: int):
+    """`make_pool(workers)`; for "auto", a pool that cannot start (an unpicklable modality
+    under forkserver once CUDA is initialised, a script without a `__main__` guard) warns
+    and returns None, so the feeds are prepared in this process as with 0 workers.
+
+    Args:
+        make_pool: starts the pool (torch_bridge.feeders.FeedPool), RuntimeError if not.
+        setting: the preset's py_num_workers.
+        workers: the resolved count (> 0).
+
+    Returns:
+        The pool, or None ("auto" only; an explicit count re-raises).
+    """
+    try:
+        return make_pool(workers)
+    except RuntimeError as exc:
+        if setting != "auto":
+            raise
+        warnings.warn(f'py_num_workers="auto" chose {workers} feed workers, which could not '
+                      f"start; preparing the feeds in this process instead (set "
+                      f"py_num_workers=0 to silence this): {exc}", RuntimeWarning,
+                      stacklevel=3)
+        return None

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from dali_pipes.pipelines.config import PipelineConfig
-from torch_bridge.autoworkers import auto_workers
+from torch_bridge.autoworkers import auto_workers, start_feed_pool
 from torch_bridge.errors import SampleError, SampleGuard, Skipped
 from torch_bridge.feeders import BrokenProcessPool, FeedPool, known_bad_for
 from torch_bridge.modalities.base import SourceModality
@@ -78,8 +78,10 @@ class DaliEngine:
             return
         workers = auto_workers(self.config.py_num_workers, self.modality, self.dali_device)
         if workers > 0:
-            self._pool = FeedPool(self.modality, self.guard.on_error, workers,
-                                  cuda_in_use=self.dali_device == "gpu")
+            self._pool = start_feed_pool(lambda n: FeedPool(
+                self.modality, self.guard.on_error, n, cuda_in_use=self.dali_device == "gpu"),
+                self.config.py_num_workers, workers)
+        if self._pool is not None:
             self._finalizer = weakref.finalize(self, self._pool.close)
 
     def _device_id(self) -> int | None:

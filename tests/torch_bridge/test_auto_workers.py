@@ -138,3 +138,13 @@ def test_default_loader_starts_workers_for_h264_not_vp9(family_folders, monkeypa
     pool = _pool_after_one_batch(family_folders["h264"])
     assert pool is not None and pool.workers == 2
     assert _pool_after_one_batch(family_folders["vp9"]) is None
+
+
+def test_auto_pool_that_cannot_start_feeds_in_process():
+    def failing(n):
+        raise RuntimeError(f"feed workers (py_num_workers={n}) could not start")
+    with pytest.warns(RuntimeWarning, match='"auto" chose 2 feed workers.*could not start'):
+        assert autoworkers.start_feed_pool(failing, "auto", 2) is None
+    with pytest.raises(RuntimeError, match="could not start"):
+        autoworkers.start_feed_pool(failing, 2, 2)  # an explicit count is the user's choice
+    assert autoworkers.start_feed_pool(lambda n: ("pool", n), "auto", 3) == ("pool", 3)
