@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 MAX_AUTO_WORKERS = 8  # beyond this the consumer, not the feed, limits clips/s
 PROBED_FILES = 8  # files probed (spread over the listing) to learn the data's codecs

@@ -51,8 +51,9 @@ def test_window_maps_to_the_same_source_region():
 
 @pytest.mark.parametrize("factor", [1, 2, 4, 8])
 def test_decoded_size_and_block_means(photos, factor):
-    from PIL import Image
     import io
+
+    from PIL import Image
     for data in photos:
         full = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), np.float64)
         h, w = full.shape[:2]
