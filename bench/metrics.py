@@ -64,6 +64,7 @@ class ResourceSampler:
         self.wall = time.perf_counter() - self._t0
         cpu1 = _cpu_seconds(_tree(self.proc))
         used = sum(v - self._cpu0.get(pid, 0.0) for pid, v in cpu1.items())
+        self.cpu_seconds = used
         self.cpu_percent = 100.0 * used / self.wall if self.wall > 0 else 0.0
 
     def _run(self) -> None:
@@ -91,6 +92,56 @@ class ResourceSampler:
     @property
     def gpu_util_percent(self) -> float | None:
         return float(np.mean(self.gpu_samples)) if self.gpu_samples else None
+
+
+class LoadMonitor:
+    """Samples the machine's 1-minute load average in a background thread.
+
+    A load above the number of cores means other processes competed for the CPU during
+    the run: absolute samples/s are then low and ratios between loaders measured at
+    different moments are suspect (interleaved rounds and CPU-ms per sample hold better).
+    """
+
+    def __init__(self, interval: float = 1.0, cores: int | None = None):
+        self.interval = interval
+        self.cores = cores or os.cpu_count() or 1
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "LoadMonitor":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(os.getloadavg()[0])
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self._stop.wait(self.interval)
+
+    @property
+    def busy(self) -> bool:
+        """True when the 1-minute load went above the number of cores."""
+        return bool(self.samples) and max(self.samples) > self.cores
+
+    def summary(self) -> dict:
+        """{"cores", "load1_max", "load1_median", "busy"} for the JSON report."""
+        if not self.samples:
+            return {"cores": self.cores, "load1_max": None, "load1_median": None,
+                    "busy": False}
+        return {"cores": self.cores, "load1_max": float(max(self.samples)),
+                "load1_median": float(np.median(self.samples)), "busy": self.busy}
+
+    def warning(self) -> str:
+        s = self.summary()
+        return (f"warning: the machine was busy during the run (1-minute load up to "
+                f"{s['load1_max']:.1f} on {self.cores} cores): other processes took CPU "
+                f"time, so samples/s are low and the ratios are suspect; compare CPU ms/sample "
+                f"and re-run with more --repeats on a quieter machine")
 
 
 def nvml_handle(index: int | None, *, with_note: bool = False, nvml=None, props=None):

@@ -89,7 +89,8 @@ def measure(backend: str, args) -> dict:
               "wait_ms_p95": float(np.percentile(waits_ms, 95)),
               "cpu_percent": res.cpu_percent, "gpu_util_percent": res.gpu_util_percent,
               "peak_rss_mb": res.peak_rss / 2**20, "steps": args.steps, "samples": samples,
-              "gpu_note": res.gpu_note}
+              "gpu_note": res.gpu_note,
+              "cpu_ms_per_sample": 1e3 * res.cpu_seconds / samples if samples else None}
     if want_stages:
         from bench.stages import empty_stages
         result["stages"] = stages.summary(args.steps, samples, waits) if stages is not None \

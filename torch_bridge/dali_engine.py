@@ -38,6 +38,7 @@ from dali_pipes.pipelines.inputs import check_feeds
 from torch_bridge.dali_blame import blame, in_epoch
 from torch_bridge.errors import SampleError, SampleGuard, WorkerDied
 from torch_bridge.feeders import FeedPool, FeedWindow, PlanBatch, Prepared
+from torch_bridge.autoworkers import auto_workers, start_feed_pool
 from torch_bridge.modalities.base import SourceModality
 from torch_bridge.protocols import BatchPlan, DaliFeed
 from torch_bridge.transfer import attach_meta, dali_to_torch
@@ -99,10 +100,14 @@ class DaliEngine:
         return self._pipe
 
     def _start_feeders(self) -> None:
-        workers = self.config.py_num_workers
-        if self._pool is None and workers > 0 and isinstance(self.modality, SourceModality):
-            self._pool = FeedPool(self.modality, self.guard.on_error, workers,
-                                  cuda_in_use=self.dali_device == "gpu")
+        if self._pool is not None or not isinstance(self.modality, SourceModality):
+            return
+        workers = auto_workers(self.config.py_num_workers, self.modality, self.dali_device)
+        if workers > 0:
+            self._pool = start_feed_pool(lambda n: FeedPool(
+                self.modality, self.guard.on_error, n, cuda_in_use=self.dali_device == "gpu"),
+                self.config.py_num_workers, workers)
+        if self._pool is not None:
             self._window = FeedWindow(self._pool, self.guard)
             self._finalizer = weakref.finalize(self, self._pool.close)
 

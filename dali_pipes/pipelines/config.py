@@ -23,9 +23,14 @@ class PipelineConfig:
     num_threads: int = 0  # 0: this rank's share of its cores, plus one (default_threads)
     prefetch_queue_depth: int = 2
     # Worker processes preparing the external_source inputs of upcoming batches (reads,
-    # PyAV decoding, alignment: a modality's feeds) beside DALI; 0: in the main process.
-    py_num_workers: int = 0
+    # PyAV decoding, alignment: a modality's feeds) beside DALI; 0: in the main process;
+    # "auto": workers only for clips that go through the PyAV fallback, one per core of
+    # this rank (torch_bridge.autoworkers).
+    py_num_workers: int | str = "auto"
     use_fast_idct: bool = True
+    # Large JPEGs on the CPU backend: decode crop windows >= 2x the output at 1/2-1/8
+    # scale in the feed (torch_bridge/modalities/image_scaled.py).
+    scaled_jpeg_decode: bool = True
     antialias: bool = True
     jpeg_fancy_upsampling: bool = False
     hw_decoder_load: float = 0.65
@@ -116,6 +121,9 @@ def _from_mapping(table: dict[str, Any], where: str) -> PipelineConfig:
         raise ValueError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(fields)}")
     values = {}
     for key, value in table.items():
+        if key == "py_num_workers":
+            values[key] = _check_workers(value, where)
+            continue
         kind = type(getattr(PipelineConfig(), key))
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
@@ -123,12 +131,18 @@ def _from_mapping(table: dict[str, Any], where: str) -> PipelineConfig:
             raise ValueError(f"{where}: {key} must be {kind.__name__}, got {value!r}")
         values[key] = value
     cfg = PipelineConfig(**values)
-    if cfg.num_threads < 0 or cfg.prefetch_queue_depth < 1 or cfg.py_num_workers < 0:
-        raise ValueError(f"{where}: num_threads and py_num_workers must be >= 0 and "
-                         f"prefetch_queue_depth >= 1")
+    if cfg.num_threads < 0 or cfg.prefetch_queue_depth < 1:
+        raise ValueError(f"{where}: num_threads must be >= 0 and prefetch_queue_depth >= 1")
     if not 0.0 <= cfg.hw_decoder_load <= 1.0:
         raise ValueError(f"{where}: hw_decoder_load must be in [0, 1], got {cfg.hw_decoder_load}")
     return cfg
+
+
+def _check_workers(value, where: str) -> int | str:
+    """py_num_workers: an int >= 0 or "auto"."""
+    if value == "auto" or (type(value) is int and value >= 0):
+        return value
+    raise ValueError(f"{where}: py_num_workers must be an int >= 0 or \"auto\", got {value!r}")
 
 
 def check_device(device: str) -> None:

@@ -3,7 +3,8 @@
 Inputs (`dali_pipes.schema.VIDEO_INPUTS`, fed through `external_source`, per batch):
   "video"           uint8 (n_bytes,)    encoded segment (`remux_segment`); 1 dummy byte for
                                         samples decoded in the source
-  "decoded"         uint8 (T, H, W, 3)  frames decoded by PyAV (layout FHWC); a (1, 1, 1, 3)
+  "decoded"         uint8 (T, H, W, 3)  frames decoded by PyAV (layout FHWC), already at the
+                                        output size when there is one; a (1, 1, 1, 3)
                                         dummy for samples DALI decodes
   "use_dali"        bool ()             True: decode "video" here; False: take "decoded"
   "start_frame"     int32 ()            the clip's first frame within the segment
@@ -16,9 +17,10 @@ Outputs: "frames" float32 (T, 3, H, W) normalized with ImageNet mean/std (layout
 
 Design: ONE graph with DALI conditionals (`enable_conditionals=True`). The batch is split on
 "use_dali": the decoder (`fn.decoders.video`, "cpu" for VP8/VP9/MJPEG, "mixed" = NVDEC on the
-GPU) only sees the samples it can decode, the others bring their PyAV frames; the two halves
-are merged before resize / flip / normalize, so both kinds of sample share every later
-operator and one batch may mix codecs. Padding past the end of a video repeats its last frame
+GPU) only sees the samples it can decode and resizes them, the others bring their PyAV frames
+already resized (torchvision's kernel in the feed: cheaper than DALI's CPU resize and the
+torch path's own pixels); the two halves are merged before flip / normalize, so one batch may
+mix codecs. Padding past the end of a video repeats its last frame
 (`pad_mode="edge"`, equal to `clips.clip_frame_indices(..., "repeat_last")` because a
 segment ends at the clip's last frame).
 
@@ -88,11 +90,11 @@ def video_graph(device: str, size):
                                    **({} if device == "cpu" else {"affine": affine_threads()}),
                                    start_frame=start, sequence_length=length, stride=stride,
                                    pad_mode="edge")
+        if size is not None:  # "decoded" clips come resized by the feed
+            frames = fn.resize(frames, device=device, size=list(size), antialias=True,
+                               interp_type=types.INTERP_LINEAR)
     else:
         frames = decoded if device == "cpu" else decoded.gpu()
-    if size is not None:
-        frames = fn.resize(frames, device=device, size=list(size), antialias=True,
-                           interp_type=types.INTERP_LINEAR)
     frames = fn.crop_mirror_normalize(
         frames, device=device, mirror=mirror, dtype=types.FLOAT, output_layout="FCHW",
         mean=[m * 255 for m in IMAGENET_MEAN], std=[s * 255 for s in IMAGENET_STD])

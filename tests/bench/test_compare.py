@@ -17,7 +17,8 @@ def test_compare_writes_contract_json(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "compare.py"), "--data", str(data),
          "--batch-size", "8", "--steps", "3", "--warmup", "1", "--size", "32",
-         "--device", "cpu", "--backends", "dali,torch,classic,dali-stock", "--json", str(out)],
+         "--device", "cpu", "--backends", "dali,torch,classic,dali-stock", "--repeats", "1",
+         "--json", str(out)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(out.read_text())
@@ -53,7 +54,7 @@ def test_compare_hyperspectral(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "compare.py"), "--modality", "hyperspectral",
          "--data", str(tmp_path / "scenes"), "--batch-size", "16", "--steps", "3",
-         "--warmup", "1", "--device", "cpu", "--json", str(out)],
+         "--warmup", "1", "--device", "cpu", "--repeats", "1", "--json", str(out)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(out.read_text())

@@ -15,7 +15,7 @@ def test_compare_stages_dali_and_torch(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "compare.py"), "--data", str(data),
          "--backends", "dali,torch", "--steps", "3", "--warmup", "1", "--batch-size", "8",
-         "--size", "32", "--device", "cpu", "--stages", "--json", str(out)],
+         "--size", "32", "--device", "cpu", "--stages", "--repeats", "1", "--json", str(out)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = {r["backend"]: r for r in json.loads(out.read_text())["results"]}

@@ -8,8 +8,10 @@ from dali_pipes.augment import image_params
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
 from dali_pipes.sources.image import ImageFolderSource
 from torch_bridge.errors import SampleGuard
+from torch_bridge.modalities import image_scaled
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 
 
@@ -28,10 +30,23 @@ class ImageModality(SourceModality):
             raise ValueError(f"size must be a positive int, got {size!r}")
         self._set_source(ImageFolderSource(data, max_pixels=max_pixels), data)
         self.seed, self.size, self.train = seed, size, train
+        self._scaled = False  # reduced-scale decoding in the feed (set by build_pipeline)
+        self._decode_opts: dict | None = None
 
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
+        # Large photos on the CPU backend: decode at a reduced DCT scale in the feed
+        # (torch_bridge/modalities/image_scaled.py); else DALI decodes the crop window.
+        # The first build decides (the engine's one-sample blame pipeline reuses it).
+        if self._decode_opts is None:
+            self._scaled = image_scaled.scaled_decode_pays(
+                self.source, size=self.size, train=self.train, device=device,
+                enabled=config.scaled_jpeg_decode)
+            self._decode_opts = dict(fast_idct=config.use_fast_idct, threads=config.threads())
+        if self._scaled:
+            return build_scaled_image_pipeline(batch_size=batch_size, size=self.size,
+                                               config=config)
         return image_graph.build_image_pipeline(device=device, batch_size=batch_size,
                                                 size=self.size, config=config,
                                                 device_id=device_id)
@@ -48,11 +63,28 @@ class ImageModality(SourceModality):
         windows, flip = image_params(self.seed, epoch, aug_keys(indices, keys)[kept],
                                      hw[:, 0], hw[:, 1], size=self.size, train=self.train)
         windows = windows.astype(np.int32)
+        if self._scaled:
+            return self._scaled_feeds(epoch, kept_arr, datas, hw, windows, flip, guard)
         # Fixed-size inputs go in as one dense array each: DALI takes the first axis as
         # the batch, which saves converting B small arrays per input.
         return {"jpegs": datas, "anchor": np.ascontiguousarray(windows[:, :2]),
                 "shape": np.ascontiguousarray(windows[:, 2:]),
                 "mirror": flip.astype(np.int32)}, kept_arr
+
+    def _scaled_feeds(self, epoch, kept_arr, datas, hw, windows, flip, guard):
+        """Feeds of the reduced-scale graph; a file libjpeg-turbo rejects follows on_error."""
+        paths = [self.path(int(i)) for i in kept_arr]
+        decoded, start, end = image_scaled.decode_windows(
+            datas, hw, windows, size=self.size, paths=paths, **self._decode_opts)
+        ok = []
+        for i, got in enumerate(decoded):
+            if guard.run(int(kept_arr[i]), paths[i], epoch, lambda got=got: _unwrap(got)) \
+                    is not None:
+                ok.append(i)
+        if not ok:
+            return {}, kept_arr[ok]
+        return {"pixels": [decoded[i] for i in ok], "roi_start": start[ok],
+                "roi_end": end[ok], "mirror": flip[ok].astype(np.int32)}, kept_arr[ok]
 
     # torch reference backend ----------------------------------------------------------
     def load(self, epoch: int, index: int, key: int | None = None
@@ -76,3 +108,10 @@ class ImageModality(SourceModality):
         """Batch-level work on the target device: uint8 -> normalized float32."""
         batch["image"] = normalize_pixels(batch["image"])
         return batch
+
+
+def _unwrap(got):
+    """A decoded result, or raise the exception that took its place."""
+    if isinstance(got, BaseException):
+        raise got
+    return got

@@ -29,6 +29,7 @@ from dali_pipes.augment import flips
 from dali_pipes.clips import LoaderPad, check_loader_pad
 from dali_pipes.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
+from torch_bridge.modalities.clip_resize import resize_clip
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.schema import time_fields
 from dali_pipes.sources.video import VideoFolderSource
@@ -201,7 +202,8 @@ class VideoModality(ClipModality):
         if self.decoder(index)[0] == ("nvdec" if self.dali_device == "gpu" else "dali_cpu"):
             sample["video"], sample["start"] = self.source.read_segment(index, frames)
         else:
-            sample["decoded"] = self.source.decode_clip(index, frames)
+            # resized here with the torch path's kernel; the graph resizes DALI's clips only
+            sample["decoded"] = resize_clip(self.source.decode_clip(index, frames), self.size)
         return sample
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
