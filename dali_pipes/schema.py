@@ -44,6 +44,10 @@ def _scalars(dtype: str, *names: str) -> tuple[Input, ...]:
 
 IMAGE_INPUTS = (Input("jpegs", "uint8", 1), Input("anchor", "int32", 1),
                 Input("shape", "int32", 1), *_scalars("int32", "mirror"))
+# Pixels decoded at a reduced DCT scale in the feed (large photos, CPU backend): the resize
+# reads the crop window, with fractional edges, from them.
+SCALED_IMAGE_INPUTS = (Input("pixels", "uint8", 3, "HWC"), Input("roi_start", "float32", 1),
+                       Input("roi_end", "float32", 1), *_scalars("int32", "mirror"))
 VIDEO_INPUTS = (Input("video", "uint8", 1), Input("decoded", "uint8", 4, "FHWC"),
                 *_scalars("bool", "use_dali"),
                 *_scalars("int32", "start_frame", "sequence_length", "stride", "mirror"),

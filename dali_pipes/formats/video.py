@@ -211,7 +211,7 @@ def _make_info(path, container, stream, pts, keys, indexed_by, dropped) -> Video
     keyframes = np.flatnonzero(keys).astype(np.int64)
     for array in (pts, seconds, keyframes):
         array.flags.writeable = False
-    return VideoInfo(path=path, codec=stream.codec_context.name, container=container.format.name,
+    return VideoInfo(path=path, codec=_codec_name(stream.codec_context), container=container.format.name,
                      stream_index=stream.index, width=stream.width, height=stream.height,
                      frame_count=len(pts), fps=_fps(stream, seconds), time_base=tb,
                      start_time=float(int(pts[0]) * tb), pts=pts, timestamps=seconds,
@@ -356,3 +356,10 @@ def _copy_packets(info: VideoInfo, src, dst, key: int, last: int) -> None:
             break  # every frame up to `last` has been sent to the decoder
         packet.stream = target
         dst.mux(packet)
+
+
+def _codec_name(context) -> str:
+    """The stream's codec ("av1"), not the name of the decoder FFmpeg opened for it
+    ("libdav1d")."""
+    codec = getattr(context, "codec", None)
+    return getattr(codec, "canonical_name", None) or context.name

@@ -15,10 +15,13 @@ import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 from nvidia.dali import Pipeline
 
+from dali_pipes import schema
 from dali_pipes.pipelines.config import PipelineConfig
-from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD, new_pipeline
+from dali_pipes.pipelines.image import new_pipeline
+from dali_pipes.pipelines.inputs import external_inputs
+from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
-INPUTS = ("pixels", "roi_start", "roi_end", "mirror")
+INPUTS = schema.names(schema.SCALED_IMAGE_INPUTS)
 
 
 def build_scaled_image_pipeline(*, batch_size: int, size: int, config: PipelineConfig
@@ -35,11 +38,7 @@ def build_scaled_image_pipeline(*, batch_size: int, size: int, config: PipelineC
     """
     pipe = new_pipeline(device="cpu", batch_size=batch_size, config=config)
     with pipe:
-        pixels = fn.external_source(name="pixels", dtype=types.UINT8, ndim=3, layout="HWC",
-                                    no_copy=True)
-        start, end = (fn.external_source(name=name, dtype=types.FLOAT, ndim=1, no_copy=True)
-                      for name in ("roi_start", "roi_end"))
-        mirror = fn.external_source(name="mirror", dtype=types.INT32, ndim=0, no_copy=True)
+        pixels, start, end, mirror = external_inputs(schema.SCALED_IMAGE_INPUTS)
         images = fn.resize(pixels, size=[size, size], roi_start=start, roi_end=end,
                            roi_relative=False, antialias=config.antialias,
                            interp_type=types.INTERP_LINEAR)

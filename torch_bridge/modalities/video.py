@@ -38,7 +38,6 @@ from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pix
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
 _DUMMY_BYTES = np.zeros(1, np.uint8)
-_CODEC_ALIASES = {"libdav1d": "av1", "libaom-av1": "av1"}  # FFmpeg decoder names of AV1
 
 
 def _decoder_context(dev: torch.device) -> tuple[str | None, dict | None]:
@@ -180,7 +179,7 @@ class VideoModality(ClipModality):
     def decoder(self, index: int) -> tuple[str, str]:
         """("nvdec" | "dali_cpu" | "pyav", why) for sample `index`'s file."""
         info = self.source.info(index)
-        fmt = StreamFormat(codec=_CODEC_ALIASES.get(info.codec, info.codec),
+        fmt = StreamFormat(codec=info.codec,
                            width=info.width, height=info.height, profile=info.profile,
                            chroma=info.chroma, bit_depth=info.bit_depth)
         family, probed = self._routing()
