@@ -71,6 +71,9 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
         modality=modality, backend=backend, batch_size=batch_size, device=device,
         shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank, world_size=world_size,
         on_error=on_error, sampling=sampling, min_per_source=min_per_source))
+    # numpy scalars passed the check; the plan and the JSON state want Python ones
+    batch_size, seed, shuffle, drop_last = int(batch_size), int(seed), bool(shuffle), \
+        bool(drop_last)
     from torch_bridge.sampling import sampler_for
 
     spec = registry.get(modality)
