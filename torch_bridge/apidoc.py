@@ -137,7 +137,8 @@ def render_api() -> str:
 
 
 _COMMON = {"image": "normalized RGB crops", "frames": "normalized RGB frames of each clip",
-           "scene": "which scene (cube file) the patch is from", "label": "class id (`loader.classes[label]` names it)",
+           "scene": "which scene (cube file) the patch is from",
+           "label": "class id (`loader.classes[label]` names it)",
            "index": "data set index (`loader.path(index)` names its file)",
            "source_id": "which folder of a list of folders the sample came from"}
 
