@@ -85,13 +85,12 @@ class HFImageSource:
         return f"{self.name}[row {int(index)}]"
 
     def listing_digest(self) -> str:
-        """The dataset's fingerprint, length, columns and its Arrow files' names, sizes
-        and modification times."""
+        """The dataset's fingerprint (`datasets` derives it from its data files and every
+        transform), length, columns and its Arrow files' sizes; the same for the same
+        files loaded again into another cache."""
         parts = [str(getattr(self.dataset, "_fingerprint", "")), str(len(self)),
                  self.image_column, self.label_column]
-        for entry in self.dataset.cache_files:
-            st = os.stat(entry["filename"])
-            parts.append(f"{os.path.basename(entry['filename'])}:{st.st_size}:{st.st_mtime_ns}")
+        parts += [str(os.stat(entry["filename"]).st_size) for entry in self.dataset.cache_files]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
     def read(self, index: int) -> np.ndarray:
