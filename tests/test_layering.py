@@ -1,4 +1,4 @@
-"""The layering DESIGN.md promises, checked in fresh interpreters through sys.modules: the
+"""The layering docs/design.md promises, checked in fresh interpreters through sys.modules: the
 numpy layers (formats, sources, augment, align, the plan, the schema) import neither torch nor
 DALI, and the graph builders (dali_pipes/pipelines) never import torch."""
 from __future__ import annotations

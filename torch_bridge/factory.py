@@ -1,40 +1,79 @@
 """make_loader(): the modality from the registry, the plan, the engine, the Loader."""
 from __future__ import annotations
 
-from typing import Literal
+import os
+from typing import TYPE_CHECKING, Any, Literal, Mapping
+
+import torch
 
 from torch_bridge import registry
 from torch_bridge.errors import SampleGuard
 from torch_bridge.loader import Loader, _resolve_rank, resolve_device
+from torch_bridge.option_types import check_options
 from torch_bridge.plan import EpochPlan
 from torch_bridge.protocols import Engine, Modality
 
+if TYPE_CHECKING:
+    from torch_bridge.reference import ReferenceOptions
 
-def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], data, *,
+
+def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], data: Any, *,
                 backend: Literal["dali", "torch"] = "dali", batch_size: int = 64,
-                device: str = "cpu", shuffle: bool = True, seed: int = 0,
+                device: str | torch.device = "cpu", shuffle: bool = True, seed: int = 0,
                 drop_last: bool = False, rank: int | None = None,
                 world_size: int | None = None, on_error: Literal["raise", "skip"] = "raise",
-                config=None, reference=None,
+                config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+                reference: ReferenceOptions | Mapping[str, Any] | None = None,
                 sampling: Literal["uniform", "class_balanced"] = "uniform",
-                min_per_source: int | None = None, **modality_options) -> Loader:
-    """A drop-in iterable of batch dicts; see CONTRACT.md for every option.
+                min_per_source: int | None = None, **modality_options: Any) -> Loader:
+    """A drop-in iterable of batch dicts (`dict[str, torch.Tensor]`) for a training loop.
 
-    `sampling="class_balanced"`: each epoch draws as many samples as the data set holds,
-    with replacement, every class equally likely. `min_per_source` (with `data` a list of
-    folders): every batch on every rank holds at least that many samples of each source.
-    Both are deterministic under (seed, epoch) and resume exactly; they repeat samples, so
-    a pass no longer yields every index exactly once (see torch_bridge.sampling).
+    Every option is checked when the loader is made: a value of the wrong type
+    (`train="False"`, `batch_size=2.0`, `seed=None`) is a TypeError naming the option.
+    The batch fields of each modality are listed in docs/schema.md.
 
-    `config` (DALI backend only): a decode preset name ("default", "throughput",
-    "low_memory", "exact"), a path to a preset TOML file, or a mapping of preset keys.
-    `reference` (torch backend only): a ReferenceOptions or a mapping of its fields.
-    Modality options are those `torch_bridge.registry` lists for the modality; any other
-    name raises ValueError listing the valid ones.
+    Args:
+        modality: "image", "video", "hyperspectral" or "fusion".
+        data: the data set: a folder of class folders (a list of folders: one source
+            each, with a "source_id" field in the batch); for "image" also a Hugging
+            Face `datasets.Dataset` (see `image_column` / `label_column`).
+        backend: "dali" (decoding and augmentation in a DALI graph) or "torch" (the
+            plain Dataset / DataLoader path producing the same batches).
+        batch_size: samples per batch on each rank.
+        device: "cpu", "cuda" (this process's GPU) or "cuda:N"; where batches land.
+        shuffle: a new order every epoch (a pure function of seed and epoch).
+        seed: the seed of the order and of every augmentation parameter.
+        drop_last: leave out the last, partial batch of an epoch.
+        rank: this process's rank (default: torch.distributed, else $RANK, else 0).
+        world_size: the number of ranks (default: torch.distributed, else $WORLD_SIZE,
+            else 1); every rank gets the same number of batches.
+        on_error: "raise" (stop at a bad sample, naming the file and index) or "skip"
+            (leave it out, count it in `loader.skipped`).
+        config: DALI backend only: a decode preset name ("default", "throughput",
+            "low_memory", "exact"), a path to a preset TOML file, or a mapping of preset
+            keys.
+        reference: torch backend only: a `ReferenceOptions` or a mapping of its fields
+            (workers, start method, prefetch).
+        sampling: "uniform", or "class_balanced": each epoch draws as many samples as the
+            data set holds, with replacement, every class equally likely.
+        min_per_source: with `data` a list of folders, every batch on every rank holds at
+            least that many samples of each source. Like class_balanced sampling it is
+            deterministic under (seed, epoch), resumes exactly and repeats samples.
+        **modality_options: the options `torch_bridge.registry` lists for the modality
+            (e.g. image: size, train, max_pixels, image_column, label_column); any other
+            name is a ValueError listing the valid ones.
 
     Returns:
-        A `Loader` over the modality's data on the chosen backend.
+        A `Loader`: iterate it for batches; `len()`, `set_epoch`, `state_dict` /
+        `load_state_dict`, `skipped`, `classes`, `class_to_idx`, `path(i)` and `close()`.
     """
+    check_options(make_loader, dict(
+        modality=modality, backend=backend, batch_size=batch_size, device=device,
+        shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank, world_size=world_size,
+        on_error=on_error, sampling=sampling, min_per_source=min_per_source))
+    # numpy scalars passed the check; the plan and the JSON state want Python ones
+    batch_size, seed, shuffle, drop_last = int(batch_size), int(seed), bool(shuffle), \
+        bool(drop_last)
     from torch_bridge.sampling import sampler_for
 
     spec = registry.get(modality)
@@ -52,7 +91,7 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
     return Loader(engine, plan, guard, modality=modality, backend=backend)
 
 
-def _check_backend_options(backend: str, config, reference) -> None:
+def _check_backend_options(backend: str, config: object, reference: object) -> None:
     """ValueError for an unknown backend, or an option the chosen backend would ignore."""
     if backend not in ("dali", "torch"):
         raise ValueError(f"backend must be 'dali' or 'torch', got {backend!r}")
@@ -64,8 +103,8 @@ def _check_backend_options(backend: str, config, reference) -> None:
                          "backend='dali' (use config= for the DALI decode preset)")
 
 
-def _engine(backend: str, mod: Modality, plan: EpochPlan, dev, guard: SampleGuard, *,
-            config, reference) -> Engine:
+def _engine(backend: str, mod: Modality, plan: EpochPlan, dev: torch.device,
+            guard: SampleGuard, *, config: Any, reference: Any) -> Engine:
     """The DALI or torch engine over `plan`."""
     if backend == "dali":
         from dali_pipes.pipelines.config import load_config

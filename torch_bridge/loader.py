@@ -54,6 +54,27 @@ class Loader:
         """Every sample left out under on_error="skip", with its file, epoch and reason."""
         return list(self._guard.skipped)
 
+    # What torchvision ImageFolder users look for (read-only, from the modality's source).
+    @property
+    def classes(self) -> list[str]:
+        """The class names, sorted, in label order (`batch["label"]` indexes them)."""
+        return list(self._source("classes").classes)
+
+    @property
+    def class_to_idx(self) -> dict[str, int]:
+        """Class name -> label, as torchvision's ImageFolder has it."""
+        return {name: i for i, name in enumerate(self.classes)}
+
+    def path(self, index: int) -> str:
+        """The file of data set index `index` (`batch["index"]` holds these indices)."""
+        return str(self._source("path").path(int(index)))
+
+    def _source(self, what: str) -> Any:
+        source = getattr(getattr(self._engine, "modality", None), "source", None)
+        if source is None or not hasattr(source, what):
+            raise AttributeError(f"the {self.modality!r} loader's data has no {what}")
+        return source
+
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch of the next pass. Setting the epoch a loaded state is in keeps
         its position, so a resumed loop may call set_epoch as usual. Choosing another epoch

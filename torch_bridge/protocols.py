@@ -22,9 +22,13 @@ Feeds = dict  # graph input name -> one batch of arrays (a list, or one dense ar
 class BatchPlan(Protocol):
     """The order an engine follows: batches of dataset indices for (epoch, rank)."""
 
-    batch_size: int
-    rank: int
-    world_size: int
+    # Read-only for an engine (EpochPlan exposes them as properties).
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def world_size(self) -> int: ...
 
     def __len__(self) -> int:
         """Batches per epoch on this rank."""

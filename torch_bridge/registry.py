@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from dali_pipes.schema import schema_for
+from torch_bridge.option_types import check_options
 
 _NOT_OPTIONS = ("self", "data", "seed", "device")
 
@@ -104,6 +105,7 @@ class ModalitySpec:
                              f"for modality {self.name!r}; valid options: "
                              + ", ".join(f"{k}={v!r}" for k, v in valid.items()))
         cls = self.kind_for(data).modality_class()
+        check_options(cls, options, where=f"make_loader({self.name!r})")
         takes_device = "device" in inspect.signature(cls).parameters
         return cls(data, seed=seed, **({"device": device} if takes_device else {}), **options)
 

@@ -1,4 +1,4 @@
-"""compare.py end to end on a tiny data set: the JSON it writes follows CONTRACT.md."""
+"""compare.py end to end on a tiny data set: the JSON it writes follows docs/design.md."""
 import json
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-"""The loader contract (CONTRACT.md) as one test class, subclassed once per modality kind.
+"""The loader contract (docs/api.md) as one test class, subclassed once per modality kind.
 
 A subclass sets `kind` (a key of `torch_bridge.registry.KINDS`; its tiny data set and small
 batch options come from there), `sample_shape` (the main graph field's per-sample shape under

@@ -25,7 +25,8 @@ def test_names_and_kinds():
 
 def test_options_come_from_the_constructors():
     assert registry.get("image").options() == {"size": 224, "train": True,
-                                               "max_pixels": 89_478_485}
+                                               "max_pixels": 89_478_485,
+                                               "image_column": None, "label_column": None}
     video = registry.get("video").options()
     assert video["clip_length"] == 8 and video["pad"] == "repeat_last"
     fusion = registry.get("fusion").options()

@@ -9,7 +9,7 @@ from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
-from dali_pipes.sources.image import ImageFolderSource
+from dali_pipes.sources.hf import image_source
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities import image_scaled
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
@@ -19,16 +19,20 @@ class ImageModality(SourceModality):
     """Options: `size` (output side, default 224), `train` (random resized crop + flip,
     default True; False: resize shorter side to size/0.875 and crop the centre) and
     `max_pixels` (JPEGs whose header claims more pixels are bad samples under on_error, on
-    both backends, before decoding; default PIL's 89,478,485; None: no limit)."""
+    both backends, before decoding; default PIL's 89,478,485; None: no limit).
+    `image_column` / `label_column` (with `data` a Hugging Face `datasets.Dataset` only;
+    default "image" / "label"): see dali_pipes.sources.hf."""
 
     name = "image"
     dali_outputs = image_graph.OUTPUTS
 
     def __init__(self, data, *, seed: int, size: int = 224, train: bool = True,
-                 max_pixels: int | None = DEFAULT_MAX_PIXELS):
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS,
+                 image_column: str | None = None, label_column: str | None = None):
         if not isinstance(size, int) or size <= 0:
             raise ValueError(f"size must be a positive int, got {size!r}")
-        self._set_source(ImageFolderSource(data, max_pixels=max_pixels), data)
+        self._set_source(image_source(data, max_pixels=max_pixels, image_column=image_column,
+                                      label_column=label_column), data)
         self.seed, self.size, self.train = seed, size, train
         self._scaled = False  # reduced-scale decoding in the feed (set by build_pipeline)
         self._decode_opts: dict | None = None

@@ -1,0 +1,152 @@
+"""Image source over a Hugging Face `datasets.Dataset` (local Arrow / Parquet, no hub).
+
+The image column holds encoded bytes, a `datasets.Image()` feature (read undecoded: its
+stored `{"bytes", "path"}`) or file paths; the label column holds integers (a `ClassLabel`
+feature gives the class names) or strings (classes: their sorted distinct values). Rows
+are read one at a time from the dataset's Arrow table, which stays memory-mapped: a forked
+worker shares the mapping, and nothing copies the table per sample. `datasets` is imported
+only to check what the user passed.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+import numpy as np
+
+from dali_pipes.formats.errors import FormatError
+from dali_pipes.formats.files import read_file_bytes
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size
+from dali_pipes.sources.image import ImageFolderSource, check_max_pixels
+
+
+def is_hf_dataset(data: Any) -> bool:
+    """Whether `data` is a `datasets.Dataset` (without importing `datasets` otherwise)."""
+    if not type(data).__module__.startswith("datasets"):
+        return False
+    import datasets
+    return isinstance(data, datasets.Dataset)
+
+
+def image_source(data: Any, *, max_pixels: int | None = DEFAULT_MAX_PIXELS,
+                 image_column: str | None = None, label_column: str | None = None) -> Any:
+    """The image modality's source for `data`: an HFImageSource over a `datasets.Dataset`,
+    else an ImageFolderSource (where the column options are a ValueError: they name
+    columns of a dataset, and class folders have none)."""
+    if is_hf_dataset(data):
+        return HFImageSource(data, image_column=image_column or "image",
+                             label_column=label_column or "label", max_pixels=max_pixels)
+    given = [name for name, value in (("image_column", image_column),
+                                      ("label_column", label_column)) if value is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: only for data given as a datasets.Dataset, "
+                         f"not folders ({data!r})")
+    return ImageFolderSource(data, max_pixels=max_pixels)
+
+
+class HFImageSource:
+    """Rows of a `datasets.Dataset` as image samples, with the ImageFolderSource surface.
+
+    Args:
+        dataset: a `datasets.Dataset` (not an IterableDataset: samples are addressed by index).
+        image_column: the column of encoded images (bytes, Image feature or paths).
+        label_column: the column of labels (ints, ClassLabel, or strings).
+        max_pixels: as for ImageFolderSource.
+    """
+
+    def __init__(self, dataset: Any, *, image_column: str = "image",
+                 label_column: str = "label", max_pixels: int | None = DEFAULT_MAX_PIXELS):
+        if not is_hf_dataset(dataset):
+            raise TypeError(f"expected a datasets.Dataset, got {type(dataset).__name__}")
+        self.name = _dataset_name(dataset)
+        for option, column in (("image_column", image_column), ("label_column", label_column)):
+            if column not in dataset.column_names:
+                raise FormatError(self.name, option, f"no column {column!r}; columns: "
+                                  + ", ".join(dataset.column_names))
+        self.max_pixels = check_max_pixels(max_pixels)
+        self.image_column, self.label_column = image_column, label_column
+        self.dataset = dataset
+        self._rows = dataset.select_columns([image_column]).with_format("arrow")
+        self.labels, self.classes = _labels(dataset, label_column, self.name)
+        self.source_ids = np.zeros(len(dataset), np.int64)
+        self.roots, self.ignored = [self.name], 0
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def path(self, index: int) -> str:
+        """The file a row's image came from where the dataset stored one, else
+        `<dataset files>[row i]`."""
+        value = self._value(index)
+        stored = value.get("path") if isinstance(value, dict) else value
+        if isinstance(stored, str) and stored:
+            return stored
+        return f"{self.name}[row {int(index)}]"
+
+    def listing_digest(self) -> str:
+        """The dataset's fingerprint (`datasets` derives it from its data files and every
+        transform), length, columns and its Arrow files' sizes; the same for the same
+        files loaded again into another cache."""
+        parts = [str(getattr(self.dataset, "_fingerprint", "")), str(len(self)),
+                 self.image_column, self.label_column]
+        parts += [str(os.stat(entry["filename"]).st_size) for entry in self.dataset.cache_files]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+    def read(self, index: int) -> np.ndarray:
+        """The row's encoded image as a uint8 array (FormatError naming the row and the
+        column for a value that holds no image; OSError naming a missing file)."""
+        value = self._value(index)
+        if isinstance(value, dict):
+            if value.get("bytes") is not None:
+                return np.frombuffer(value["bytes"], np.uint8)
+            value = value.get("path")
+        if isinstance(value, (bytes, bytearray)):
+            return np.frombuffer(value, np.uint8)
+        if isinstance(value, str) and value:
+            return read_file_bytes(value)
+        raise FormatError(f"{self.name}[row {int(index)}]", self.image_column,
+                          f"expected encoded image bytes, an Image feature or a path, "
+                          f"got {type(value).__name__}")
+
+    def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
+        """(bytes, (height, width)); FormatError when the image is not a sound JPEG or
+        exceeds `max_pixels`."""
+        data = self.read(index)
+        return data, jpeg_size(data, self.path(index), max_pixels=self.max_pixels)
+
+    def _value(self, index: int) -> Any:
+        if not 0 <= int(index) < len(self):
+            raise IndexError(f"{self.name}: row {index} out of range (len {len(self)})")
+        return self._rows[int(index)].column(0)[0].as_py()
+
+
+def _dataset_name(dataset: Any) -> str:
+    files = [entry["filename"] for entry in dataset.cache_files]
+    if not files:
+        return f"<in-memory datasets.Dataset of {len(dataset)} rows>"
+    return files[0] if len(files) == 1 else f"{files[0]} (+{len(files) - 1} files)"
+
+
+def _labels(dataset: Any, column: str, name: str) -> tuple[np.ndarray, list[str]]:
+    """(int64 labels, class names) of the label column."""
+    values = dataset.with_format("numpy")[column] if len(dataset) else np.zeros(0, np.int64)
+    values = np.asarray(values)
+    feature = dataset.features[column]
+    if values.dtype.kind in "iu":
+        bad = np.flatnonzero(values < 0)
+        if bad.size:
+            raise FormatError(f"{name}[row {int(bad[0])}]", column,
+                              f"label {int(values[bad[0]])} is negative")
+        names = getattr(feature, "names", None)
+        if names is not None:
+            return values.astype(np.int64), list(names)
+        return values.astype(np.int64), [str(k) for k in range(int(values.max(initial=-1)) + 1)]
+    if values.dtype.kind in "UO":
+        if any(not isinstance(v, str) for v in values):
+            row = next(i for i, v in enumerate(values) if not isinstance(v, str))
+            raise FormatError(f"{name}[row {row}]", column,
+                              f"labels must be ints or strings, got {values[row]!r}")
+        classes, labels = np.unique(values.astype(str), return_inverse=True)
+        return labels.astype(np.int64), [str(c) for c in classes]
+    raise FormatError(name, column, f"labels must be ints or strings, got dtype {values.dtype}")
