@@ -145,6 +145,8 @@ def _listing_digest(modality) -> str | None:
     set keeps it), or its base name; None when the modality exposes no file list."""
     import hashlib
     source = getattr(modality, "source", None)
+    if callable(getattr(source, "listing_digest", None)):
+        return source.listing_digest()
     if hasattr(source, "files"):
         paths = [str(p) for p in source.files]
     elif hasattr(source, "scenes"):

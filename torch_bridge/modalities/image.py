@@ -8,6 +8,7 @@ from dali_pipes.augment import image_params
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.sources.image import ImageFolderSource
+from dali_pipes.sources.shards import ShardSource, is_shard_data
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 
@@ -22,7 +23,11 @@ class ImageModality(SourceModality):
     def __init__(self, data, *, seed: int, size: int = 224, train: bool = True):
         if not isinstance(size, int) or size <= 0:
             raise ValueError(f"size must be a positive int, got {size!r}")
-        self._set_source(ImageFolderSource(data), data)
+        if is_shard_data(data):  # WebDataset tar shards (dali_pipes.sources.shards)
+            self._set_source(ShardSource(data), data)
+            self.multi_source = self.source.multi_source
+        else:
+            self._set_source(ImageFolderSource(data), data)
         self.seed, self.size, self.train = seed, size, train
 
     # DALI backend -------------------------------------------------------------------
