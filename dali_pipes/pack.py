@@ -23,7 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from dali_pipes.sources.image import ImageFolderSource
-from dali_pipes.stores.shard_writer import part_shards, plan_shards, shard_name, write_shard
+from dali_pipes.stores.shard_writer import (
+    part_shards,
+    plan_shards,
+    shard_name,
+    write_shard,
+)
 
 DEFAULT_SHARD_SIZE = 256 << 20
 

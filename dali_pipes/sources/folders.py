@@ -29,8 +29,10 @@ class ClassFolderListing:
 
 
 def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozenset[str],
-                       kind: str) -> ClassFolderListing:
-    """List `root/<class>/<file>` for files whose lower-case suffix is in `extensions`.
+                       kind: str, *, recursive: bool = False) -> ClassFolderListing:
+    """List `root/<class>/<file>` for files whose lower-case suffix is in `extensions`
+    (with `recursive`, also files in sub-folders of a class folder, as torchvision's
+    ImageFolder walks them: folders in sorted order, files sorted within each).
 
     `data` is one folder or a list of folders (one per source). Raises FileNotFoundError
     for a missing path and ValueError, naming the folder, when it is not a directory, has no
@@ -44,7 +46,7 @@ def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozense
     class_id = {name: i for i, name in enumerate(classes)}
     files, labels, sources, ignored = [], [], [], []
     for source, (root, names) in enumerate(zip(roots, per_root)):
-        found = _list_files(root, names, extensions, ignored)
+        found = _list_files(root, names, extensions, ignored, recursive)
         if not found:
             raise ValueError(f"{root}: {len(names)} class folders but no {kind} files "
                              f"(looked for {', '.join(sorted(extensions))})")
@@ -68,11 +70,26 @@ def _class_dirs(root: Path, kind: str) -> list[str]:
     return names
 
 
+def _entries(folder: Path, recursive: bool):
+    if not recursive:
+        yield from sorted(os.scandir(folder), key=lambda e: e.name)
+        return
+    tops, seen = [], set()
+    for top, dirs, _ in os.walk(folder, followlinks=True):
+        real = os.path.realpath(top)  # a symlink loop is walked once, not forever
+        dirs[:] = [] if real in seen else [d for d in dirs if not d.startswith(".")]
+        if real not in seen:
+            seen.add(real)
+            tops.append(top)
+    for top in sorted(tops):
+        yield from sorted(os.scandir(top), key=lambda e: e.name)
+
+
 def _list_files(root: Path, names: list[str], extensions: frozenset[str],
-                ignored: list[str]) -> list[tuple[str, str]]:
+                ignored: list[str], recursive: bool = False) -> list[tuple[str, str]]:
     found = []
     for name in names:
-        for entry in sorted(os.scandir(root / name), key=lambda e: e.name):
+        for entry in _entries(root / name, recursive):
             if not entry.is_file():
                 continue
             if entry.name.startswith(".") or Path(entry.name).suffix.lower() not in extensions:

@@ -1,15 +1,16 @@
-"""Image source: JPEG files in class folders, addressed by dataset index."""
+"""Image source: image files (JPEG, PNG, GIF, BMP, TIFF, WebP) in class folders (and their
+sub-folders), addressed by dataset index."""
 from __future__ import annotations
 
 import os
 
 import numpy as np
 
-from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.sources.folders import PathLike, list_class_folders
 
-# Files with these suffixes are samples; one that does not hold a JPEG is reported as a bad
-# sample (under on_error), never silently left out.
+# Files with these suffixes are samples; one that holds no image format (recognised from its
+# bytes, dali_pipes.formats.image_kind) is a bad sample (under on_error), never left out.
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp", ".gif",
                               ".tif", ".tiff", ".webp"})
 
@@ -18,7 +19,7 @@ class ImageFolderSource:
     """`root/<class>/<image>` (or a list of such roots, one per source)."""
 
     def __init__(self, data: PathLike | list[PathLike]):
-        listing = list_class_folders(data, IMAGE_EXTENSIONS, "image")
+        listing = list_class_folders(data, IMAGE_EXTENSIONS, "image", recursive=True)
         self.roots = listing.roots
         self.classes = listing.classes
         self.files = listing.files
@@ -40,6 +41,6 @@ class ImageFolderSource:
         return data[:got]
 
     def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
-        """(bytes, (height, width)); FormatError when the file is not a complete JPEG."""
-        data = self.read(index)
-        return data, jpeg_size(data, self.files[index])
+        """(bytes, (height, width)); FormatError when the file is no complete image
+        (a GIF comes back as its first frame in PNG: `prepare_image`)."""
+        return prepare_image(self.read(index), self.files[index])

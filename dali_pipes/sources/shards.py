@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from dali_pipes.formats.errors import FormatError
-from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
 from dali_pipes.stores.local import LocalStore
 from dali_pipes.stores.tar_index import BAD_LABEL, NO_IMAGE, NO_LABEL, load_index
@@ -89,9 +89,8 @@ class ShardSource:
         return data[_HEADER:]
 
     def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
-        """(bytes, (height, width)); FormatError when the member is not a complete JPEG."""
-        data = self.read(index)
-        return data, jpeg_size(data, self.path(index))
+        """(bytes, (height, width)); FormatError when the member is no complete image."""
+        return prepare_image(self.read(index), self.path(index))
 
     def listing_digest(self) -> str:
         """What identifies the listing for a resume fingerprint: shard names (not folders,

@@ -1,4 +1,4 @@
-"""The image modality: JPEG class folders -> normalized crops and labels."""
+"""The image modality: image class folders or WebDataset shards -> normalized crops, labels."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,6 +11,7 @@ from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.sources.shards import ShardSource, is_shard_data
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
+from torch_bridge.modalities.image_decode import decode_rgb
 
 
 class ImageModality(SourceModality):
@@ -59,13 +60,12 @@ class ImageModality(SourceModality):
     def load(self, epoch: int, index: int, key: int | None = None
              ) -> dict[str, torch.Tensor]:
         """One sample decoded and cropped with torchvision: uint8 (3, size, size)."""
-        from torchvision.io import ImageReadMode, decode_jpeg
         from torchvision.transforms.v2 import functional as F
 
         data, (h, w) = self.source.read_checked(index)
         windows, flip = image_params(self.seed, epoch, aug_keys(index, key), np.array([h]),
                                      np.array([w]), size=self.size, train=self.train)
-        image = decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
+        image = decode_rgb(data)
         top, left, ch, cw = windows[0].tolist()
         image = F.resized_crop(image, top, left, ch, cw, [self.size, self.size],
                                interpolation=F.InterpolationMode.BILINEAR, antialias=True)
