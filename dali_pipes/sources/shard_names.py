@@ -41,26 +41,34 @@ def _is_shard_item(item) -> bool:
     if not isinstance(item, (str, os.PathLike)):
         return False
     text = os.fspath(item)
-    if text.endswith(".tar") or (_BRACE.search(text) and ".tar" in text):
+    if _is_url(text) or text.endswith(".tar") or (_BRACE.search(text) and ".tar" in text):
         return True
     return os.path.isdir(text) and any(e.name.endswith(".tar") and e.is_file()
                                        for e in os.scandir(text))
 
 
-def shard_sources(data) -> list[list[str]]:
+def _is_url(text: str) -> bool:
+    return "://" in text and not text.startswith("file://")
+
+
+def shard_sources(data, store=None) -> list[list[str]]:
     """The shards of each source, in order.
 
     A `.tar` path, a pattern or a list of them is one source; a folder of `.tar` files is one
-    source (its shards in name order) and a list of folders is one source per folder.
+    source (its shards in name order) and a list of folders is one source per folder. A URL
+    not ending in `.tar` is a remote folder: its `*.tar` objects, listed through `store`.
 
     Args:
         data: what the user passed as `data`.
+        store: lists remote folders (a `dali_pipes.stores.remote.FsspecStore`).
 
     Returns:
         One non-empty list of shard paths per source. FileNotFoundError names a missing
         shard; ValueError an empty folder or a list mixing folders and shards.
     """
     items = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    if all(_is_url(os.fspath(i)) for i in items):
+        return _url_sources([os.fspath(i) for i in items], store)
     folders = [os.path.isdir(os.fspath(i)) for i in items]
     if any(folders) and not all(folders):
         raise ValueError("data: a list of shard folders (one per source) or of shard files "
@@ -73,6 +81,21 @@ def shard_sources(data) -> list[list[str]]:
         raise FileNotFoundError(f"{missing[0]}: shard does not exist"
                                 + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     return [shards]
+
+
+def _url_sources(urls: list[str], store) -> list[list[str]]:
+    folders = [not (u.endswith(".tar") or _BRACE.search(u)) for u in urls]
+    if any(folders) and not all(folders):
+        raise ValueError(f"data: a list of shard folders or of shards, not both: {urls}")
+    if not all(folders):
+        return [[s for u in urls for s in expand_braces(u)]]
+    out = []
+    for url in urls:
+        found = store.glob(url.rstrip("/") + "/*.tar")
+        if not found:
+            raise ValueError(f"{url}: no .tar shards under this URL")
+        out.append(found)
+    return out
 
 
 def _folder_shards(folder: str) -> list[str]:

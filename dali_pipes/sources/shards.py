@@ -19,6 +19,7 @@ from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
 from dali_pipes.stores.local import LocalStore
+from dali_pipes.stores.remote import FsspecStore, is_url
 from dali_pipes.stores.tar_index import BAD_LABEL, NO_IMAGE, NO_LABEL, load_index
 
 __all__ = ["ShardSource", "is_shard_data"]
@@ -30,17 +31,24 @@ class ShardSource:
 
     Args:
         data: a `.tar` path, a brace pattern, a list of them (one source), a folder of
-            `.tar` files (one source) or a list of such folders (one source each).
-        store: reads the shards (default LocalStore).
-        index_dir: where shard indexes go when a shard's folder is not writable.
+            `.tar` files (one source) or a list of such folders (one source each); any of
+            these may be fsspec URLs (`s3://bucket/train-{0000..0009}.tar`).
+        store: reads the shards (default: LocalStore, or an FsspecStore for URLs made from
+            `remote`: its keyword options, e.g. storage_options, cache_dir, cache_limit).
+        index_dir: where shard indexes go when a shard's folder is not writable (and where
+            the indexes of remote shards go).
     """
 
-    def __init__(self, data, *, store=None, index_dir: str | None = None):
-        self.store = store or LocalStore()
-        sources = shard_sources(data)
+    def __init__(self, data, *, store=None, index_dir: str | None = None,
+                 remote: dict | None = None):
+        remote = remote or {}
+        self.store = store or _default_store(data, remote)
+        if index_dir is None and remote.get("cache_dir"):
+            index_dir = os.path.join(remote["cache_dir"], "tar_index")
+        sources = shard_sources(data, self.store)
         self.multi_source = len(sources) > 1
         self.shards = tuple(flatten(sources))
-        self.roots = tuple(os.path.dirname(os.path.abspath(s[0])) for s in sources)
+        self.roots = tuple(_parent(s[0]) for s in sources)
         indexes = [load_index(s, index_dir=index_dir, store=self.store) for s in self.shards]
         counts = np.asarray([len(i) for i in indexes], np.int64)
         self.shard_ids = np.repeat(np.arange(len(indexes), dtype=np.int32), counts)
@@ -102,6 +110,19 @@ class ShardSource:
         digest.update(self._names.tobytes())
         digest.update(self._name_ends.tobytes())
         return f"{len(self)} samples in {len(self.shards)} shards, sha256 {digest.hexdigest()}"
+
+
+def _default_store(data, remote: dict):
+    items = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    if any(is_url(os.fspath(i)) for i in items):
+        return FsspecStore(**remote)
+    if any(v is not None for v in remote.values()):
+        raise ValueError(f"{sorted(remote)} apply to URLs only; data names local shards")
+    return LocalStore()
+
+
+def _parent(shard: str) -> str:
+    return shard.rsplit("/", 1)[0] if is_url(shard) else os.path.dirname(os.path.abspath(shard))
 
 
 def _concat(arrays, dtype) -> np.ndarray:

@@ -14,6 +14,10 @@ class LocalStore:
         st = os.stat(path)
         return st.st_size, st.st_mtime_ns
 
+    def open(self, path: str):
+        """`path` opened for reading (binary)."""
+        return open(path, "rb")  # noqa: SIM115 (the caller closes it)
+
     def read_range(self, path: str, offset: int, size: int) -> np.ndarray:
         """`size` bytes of `path` from `offset` as a uint8 array.
 

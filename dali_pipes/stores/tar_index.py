@@ -79,16 +79,16 @@ def load_index(shard: str, *, index_dir: str | None = None, store=None) -> Shard
         index = _read_cached(cached, shard)
         if index is not None and (index.shard_size, index.shard_mtime_ns) == (size, mtime):
             return index
-    index = build_index(shard, size=size, mtime_ns=mtime)
+    index = build_index(shard, size=size, mtime_ns=mtime, store=store)
     for cached in _index_paths(shard, index_dir):
         if _save(index, cached):
             break
     return index
 
 
-def build_index(shard: str, *, size: int, mtime_ns: int) -> ShardIndex:
+def build_index(shard: str, *, size: int, mtime_ns: int, store=None) -> ShardIndex:
     """Walk the tar headers of `shard` and group members into samples (see module doc)."""
-    groups, ignored, truncated = _walk(shard, size)
+    groups, ignored, truncated = _walk(shard, size, store or LocalStore())
     names, offsets, sizes, labels = [], [], [], []
     for key, members in groups:
         image = next((members[e] for e in members if e.lower() in IMAGE_EXTS), None)
@@ -104,10 +104,10 @@ def build_index(shard: str, *, size: int, mtime_ns: int) -> ShardIndex:
                       np.asarray(labels, np.int64), int(ignored), truncated)
 
 
-def _walk(shard: str, size: int) -> tuple[list, int, bool]:
+def _walk(shard: str, size: int, store) -> tuple[list, int, bool]:
     """[(key, {ext: (offset, size, name, label bytes or None)})] in member order, the count
     of ignored members and whether the shard is truncated."""
-    with open(shard, "rb") as f:
+    with store.open(shard) as f:
         try:
             tar = tarfile.open(fileobj=f, mode="r:")  # noqa: SIM115 (closed below)
         except tarfile.ReadError as exc:
@@ -182,10 +182,12 @@ def parse_label(data: bytes | None, ext: str) -> int:
 
 def _index_paths(shard: str, index_dir: str | None) -> list[Path]:
     root = Path(index_dir) if index_dir else Path.home() / ".cache" / "dali_pipes" / "tar_index"
-    digest = hashlib.sha256(os.path.abspath(shard).encode()).hexdigest()[:16]
-    beside = Path(shard + ".index.npz")
-    cache = root / f"{Path(shard).name}.{digest}.index.npz"
-    return [beside, cache]
+    name = shard if "://" in shard else os.path.abspath(shard)
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    cache = root / f"{shard.rsplit('/', 1)[-1]}.{digest}.index.npz"
+    if "://" in shard:  # remote: the index lives in the local cache only
+        return [cache]
+    return [Path(shard + ".index.npz"), cache]
 
 
 def _read_cached(path: Path, shard: str) -> ShardIndex | None:

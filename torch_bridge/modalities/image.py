@@ -16,17 +16,24 @@ from torch_bridge.modalities.image_decode import decode_rgb
 
 class ImageModality(SourceModality):
     """Options: `size` (output side, default 224) and `train` (random resized crop + flip,
-    default True; False: resize shorter side to size/0.875 and crop the centre)."""
+    default True; False: resize shorter side to size/0.875 and crop the centre); for shard
+    URLs `storage_options` (for fsspec), `cache_dir` and `cache_limit` (bytes)."""
 
     name = "image"
     dali_outputs = image_graph.OUTPUTS
 
-    def __init__(self, data, *, seed: int, size: int = 224, train: bool = True):
+    def __init__(self, data, *, seed: int, size: int = 224, train: bool = True,
+                 storage_options: dict | None = None, cache_dir: str | None = None,
+                 cache_limit: int | None = None):
         if not isinstance(size, int) or size <= 0:
             raise ValueError(f"size must be a positive int, got {size!r}")
-        if is_shard_data(data):  # WebDataset tar shards (dali_pipes.sources.shards)
-            self._set_source(ShardSource(data), data)
+        remote = {"storage_options": storage_options, "cache_dir": cache_dir,
+                  "cache_limit": cache_limit}
+        if is_shard_data(data):  # WebDataset tar shards, local or remote (sources/shards.py)
+            self._set_source(ShardSource(data, remote=remote), data)
             self.multi_source = self.source.multi_source
+        elif any(v is not None for v in remote.values()):
+            raise ValueError("storage_options, cache_dir and cache_limit apply to shard URLs")
         else:
             self._set_source(ImageFolderSource(data), data)
         self.seed, self.size, self.train = seed, size, train
