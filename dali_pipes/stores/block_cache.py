@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 DEFAULT_BLOCK = 1 << 20
+
+
+def _touch(path: Path) -> None:
+    """mtime = now, from the fine clock (file systems stamp files with a coarse one)."""
+    now = time.time_ns()
+    os.utime(path, ns=(now, now))
 
 
 class BlockCache:
@@ -64,7 +71,7 @@ class BlockCache:
         path = self.dir / f"{stem}-{block}.blk"
         try:
             data = path.read_bytes()
-            os.utime(path)
+            _touch(path)
             self.hits += 1
             return data
         except FileNotFoundError:
@@ -74,6 +81,7 @@ class BlockCache:
         data = fetch(start, min(start + self.block_size, object_size))
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_bytes(data)
+        _touch(tmp)
         os.replace(tmp, path)
         self._evict()
         return data

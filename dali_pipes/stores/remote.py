@@ -111,7 +111,7 @@ class FsspecStore:
         for attempt in range(self.retries + 1):
             try:
                 return work(fs, path)
-            except Exception as exc:  # noqa: BLE001 (classified below, never swallowed)
+            except Exception as exc:
                 if not _transient(exc) or attempt == self.retries:
                     raise StoreError(url, what, exc, attempt + 1) from exc
             time.sleep(self.backoff * 2 ** attempt)

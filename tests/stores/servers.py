@@ -101,10 +101,13 @@ class MotoS3:
 
     def upload(self, folder: Path, bucket: str, prefix: str) -> str:
         """Put the `.tar` files of `folder` under s3://bucket/prefix/; return that URL."""
+        import boto3
         import s3fs
+        client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        if bucket not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
+            client.create_bucket(Bucket=bucket)
         fs = s3fs.S3FileSystem(**self.options, skip_instance_cache=True)
-        if not fs.exists(bucket):
-            fs.mkdir(bucket)
         for shard in sorted(folder.glob("*.tar")):
             fs.put_file(str(shard), f"{bucket}/{prefix}/{shard.name}")
         return f"s3://{bucket}/{prefix}/"
