@@ -43,8 +43,11 @@ def _is_shard_item(item) -> bool:
     text = os.fspath(item)
     if _is_url(text) or text.endswith(".tar") or (_BRACE.search(text) and ".tar" in text):
         return True
-    return os.path.isdir(text) and any(e.name.endswith(".tar") and e.is_file()
-                                       for e in os.scandir(text))
+    if not os.path.isdir(text):
+        return False
+    entries = list(os.scandir(text))  # shards, and no class folders beside them
+    return any(e.name.endswith(".tar") and e.is_file() for e in entries) and not any(
+        e.is_dir() and not e.name.startswith(".") for e in entries)
 
 
 def _is_url(text: str) -> bool:

@@ -49,6 +49,8 @@ def test_listing_labels_paths_and_sources(tmp_path):
     _write(one / "a.tar", _samples(3)), _write(one / "b.tar", _samples(2, 3))
     _write(two / "c.tar", [{"__key__": "z", "png": b"", "json": {"label": 7}}])
     assert is_shard_data(one) and is_shard_data([one, two]) and not is_shard_data(tmp_path)
+    (tmp_path / "stray.tar").write_bytes(b"")  # beside class folders: still class folders
+    assert not is_shard_data(tmp_path)
     source = ShardSource(one)
     assert len(source) == 5 and source.labels.tolist() == [0, 1, 2, 0, 1]
     assert source.path(3) == f"{one / 'b.tar'}:k0003.jpg"
