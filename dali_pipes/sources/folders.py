@@ -120,8 +120,10 @@ def listing_digest(files: Sequence[str], roots: Sequence[str], source_ids: np.nd
 
 
 def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozenset[str] | None,
-                       kind: str) -> ClassFolderListing:
-    """List `root/<class>/<entry>` for entries `is_sample` accepts.
+                       kind: str, *, recursive: bool = False) -> ClassFolderListing:
+    """List `root/<class>/<entry>` for entries `is_sample` accepts (with `recursive`, also
+    files in sub-folders of a class folder, as torchvision's ImageFolder walks them:
+    folders in sorted order, files sorted within each; a symlink loop is walked once).
 
     Args:
         data: one folder or a list of folders (one per source).
@@ -141,7 +143,7 @@ def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozense
     class_id = {name: i for i, name in enumerate(classes)}
     files, labels, sources, stats = [], [], [], []
     for source, (root, names) in enumerate(zip(roots, per_root)):
-        found = _list_files(root, names, extensions, ignored)
+        found = _list_files(root, names, extensions, ignored, recursive)
         if not found:
             looked = "sample folders" if extensions is None else ", ".join(sorted(extensions))
             raise ValueError(f"{root}: {len(names)} class folders but no {kind} files "
@@ -177,14 +179,45 @@ def _class_dirs(root: Path, kind: str, ignored: list[tuple[str, str]]) -> list[s
     return sorted(names)
 
 
+def _entries(folder: str, recursive: bool) -> list[os.DirEntry]:
+    """The entries of a class folder, sorted by name; with `recursive`, those of every
+    visible sub-folder too (folders in sorted path order), sub-folders themselves left out."""
+    if not recursive:
+        with os.scandir(folder) as it:
+            return sorted(it, key=lambda e: e.name)
+    tops, seen = [], set()
+    for top, dirs, _ in os.walk(folder, followlinks=True, onerror=_raise):
+        real = os.path.realpath(top)  # a symlink loop is walked once, not forever
+        dirs[:] = [] if real in seen else [d for d in dirs if not is_hidden(d)]
+        if real not in seen:
+            seen.add(real)
+            tops.append(top)
+    out: list[os.DirEntry] = []
+    for top in sorted(tops):
+        with os.scandir(top) as it:
+            out.extend(e for e in sorted(it, key=lambda e: e.name) if not _is_dir(e))
+    return out
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
 def _list_files(root: Path, names: list[str], extensions: frozenset[str] | None,
-                ignored: list[tuple[str, str]]) -> list[tuple[str, str, tuple[int, int]]]:
+                ignored: list[tuple[str, str]], recursive: bool = False
+                ) -> list[tuple[str, str, tuple[int, int]]]:
     found = []
     for name in names:
         folder = os.path.join(root, name)
         try:
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
+            entries = _entries(folder, recursive)
         except OSError as exc:
             warnings.warn(f"{folder}: class folder cannot be read, left out ({exc})",
                           RuntimeWarning, stacklevel=3)

@@ -1,14 +1,16 @@
-"""Image source: JPEG files in class folders, addressed by dataset index."""
+"""Image source: image files (JPEG, PNG, GIF, BMP, TIFF, WebP) in class folders (and their
+sub-folders), addressed by dataset index."""
 from __future__ import annotations
 
 import numpy as np
 
 from dali_pipes.formats.files import read_file_bytes
-from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size
+from dali_pipes.formats.image_kind import prepare_image
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.folders import PathLike, list_class_folders
 
-# Files with these suffixes are samples; one that does not hold a JPEG is reported as a bad
-# sample (under on_error), never silently left out.
+# Files with these suffixes are samples; one that holds no image format (recognised from its
+# bytes, dali_pipes.formats.image_kind) is a bad sample (under on_error), never left out.
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp", ".gif",
                               ".tif", ".tiff", ".webp"})
 
@@ -26,14 +28,15 @@ def check_max_pixels(max_pixels) -> int | None:
 class ImageFolderSource:
     """`root/<class>/<image>` (or a list of such roots, one per source).
 
-    `max_pixels`: images whose JPEG header claims more pixels are bad samples (FormatError
+    `max_pixels`: images whose header claims more pixels are bad samples (FormatError
     naming the file and the size, before decoding); None disables the limit.
     """
 
     def __init__(self, data: PathLike | list[PathLike], *,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS):
         self.max_pixels = check_max_pixels(max_pixels)
-        self.listing = list_class_folders(data, IMAGE_EXTENSIONS, "image")
+        self.listing = list_class_folders(data, IMAGE_EXTENSIONS, "image",
+                                          recursive=True)
         self.roots = self.listing.roots
         self.classes = self.listing.classes
         self.files = self.listing.files
@@ -57,7 +60,7 @@ class ImageFolderSource:
         return read_file_bytes(self.files[index])
 
     def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
-        """(bytes, (height, width)); FormatError when the file is not a complete, sound
-        JPEG (header, scan structure) or exceeds `max_pixels`."""
-        data = self.read(index)
-        return data, jpeg_size(data, self.files[index], max_pixels=self.max_pixels)
+        """(bytes, (height, width)); FormatError when the file is no complete, sound image
+        (for JPEG: header and scan structure) or exceeds `max_pixels` (a GIF comes back as
+        its first frame in PNG: `prepare_image`)."""
+        return prepare_image(self.read(index), self.files[index], max_pixels=self.max_pixels)

@@ -1,4 +1,4 @@
-"""The image modality: JPEG class folders -> normalized crops and labels."""
+"""The image modality: image class folders or WebDataset shards -> normalized crops, labels."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,9 +10,11 @@ from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
 from dali_pipes.sources.hf import image_source
+from dali_pipes.sources.shards import ShardSource, is_shard_data
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities import image_scaled
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
+from torch_bridge.modalities.image_decode import decode_rgb
 
 
 class ImageModality(SourceModality):
@@ -21,18 +23,31 @@ class ImageModality(SourceModality):
     `max_pixels` (JPEGs whose header claims more pixels are bad samples under on_error, on
     both backends, before decoding; default PIL's 89,478,485; None: no limit).
     `image_column` / `label_column` (with `data` a Hugging Face `datasets.Dataset` only;
-    default "image" / "label"): see dali_pipes.sources.hf."""
+    default "image" / "label"): see dali_pipes.sources.hf.
+    For WebDataset shards (local or URLs): `storage_options` (for fsspec), `cache_dir` and
+    `cache_limit` (bytes)."""
 
     name = "image"
     dali_outputs = image_graph.OUTPUTS
 
     def __init__(self, data, *, seed: int, size: int = 224, train: bool = True,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS,
-                 image_column: str | None = None, label_column: str | None = None):
+                 image_column: str | None = None, label_column: str | None = None,
+                 storage_options: dict | None = None, cache_dir: str | None = None,
+                 cache_limit: int | None = None):
         if not isinstance(size, int) or size <= 0:
             raise ValueError(f"size must be a positive int, got {size!r}")
-        self._set_source(image_source(data, max_pixels=max_pixels, image_column=image_column,
-                                      label_column=label_column), data)
+        remote = {"storage_options": storage_options, "cache_dir": cache_dir,
+                  "cache_limit": cache_limit}
+        if is_shard_data(data):  # WebDataset tar shards, local or remote (sources/shards.py)
+            self._set_source(ShardSource(data, remote=remote, max_pixels=max_pixels), data)
+            self.multi_source = self.source.multi_source
+        elif any(v is not None for v in remote.values()):
+            raise ValueError("storage_options, cache_dir and cache_limit apply to shard URLs")
+        else:
+            self._set_source(image_source(data, max_pixels=max_pixels,
+                                          image_column=image_column,
+                                          label_column=label_column), data)
         self.seed, self.size, self.train = seed, size, train
         self._scaled = False  # reduced-scale decoding in the feed (set by build_pipeline)
         self._decode_opts: dict | None = None
@@ -94,13 +109,12 @@ class ImageModality(SourceModality):
     def load(self, epoch: int, index: int, key: int | None = None
              ) -> dict[str, torch.Tensor]:
         """One sample decoded and cropped with torchvision: uint8 (3, size, size)."""
-        from torchvision.io import ImageReadMode, decode_jpeg
         from torchvision.transforms.v2 import functional as F
 
         data, (h, w) = self.source.read_checked(index)
         windows, flip = image_params(self.seed, epoch, aug_keys(index, key), np.array([h]),
                                      np.array([w]), size=self.size, train=self.train)
-        image = decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
+        image = decode_rgb(data)
         top, left, ch, cw = windows[0].tolist()
         image = F.resized_crop(image, top, left, ch, cw, [self.size, self.size],
                                interpolation=F.InterpolationMode.BILINEAR, antialias=True)

@@ -1,0 +1,179 @@
+"""`python -m dali_pipes.pack SRC DST`: class folders of images into WebDataset shards.
+
+Writes `DST/shard-000000.tar`, ... (members `<key>.<ext>` + `<key>.cls`, keys the sample's
+index in SRC's listing, labels its class id), an index beside each shard and a manifest
+(`manifest.json`, or `manifest-part-I-of-N.json` with `--part`) with the classes, the
+samples per class and each shard's samples, bytes and sha256. Loading DST gives the same
+samples, labels and order as loading SRC (the same crops too, unless `--max-side` resized).
+
+Deterministic (the same SRC and options give the same bytes), resumable (a shard with its
+`.json` record beside it is complete and skipped), parallel (`--workers`), and `--part i/N`
+writes every N-th shard starting at i, so N machines share the work without talking.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+from dali_pipes.sources.image import ImageFolderSource
+from dali_pipes.stores.shard_writer import (
+    part_shards,
+    plan_shards,
+    shard_name,
+    write_shard,
+)
+
+DEFAULT_SHARD_SIZE = 256 << 20
+
+
+def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None = None,
+         quality: int = 90, part: tuple[int, int] = (0, 1), workers: int = 1,
+         progress: bool | None = None) -> dict:
+    """Write the class folders of `src` as shards into `dst` (see the module doc).
+
+    Args:
+        src: a folder of class folders of images.
+        dst: the output folder (created).
+        shard_size: the most image bytes (as read from SRC) per shard.
+        max_side: re-encode images whose longer side exceeds this as JPEGs this large.
+        quality: the JPEG quality of re-encoded images.
+        part: (i, N): write every N-th shard starting at i.
+        workers: processes encoding shards.
+        progress: rich progress bar (True), plain lines (False), or by terminal (None).
+
+    Returns:
+        The manifest written.
+    """
+    source = ImageFolderSource(src)
+    sizes = np.asarray([os.path.getsize(f) for f in source.files], np.int64)
+    plan = plan_shards(sizes, shard_size)
+    mine = part_shards(len(plan), *part)
+    out = Path(dst)
+    out.mkdir(parents=True, exist_ok=True)
+    pending = [j for j in mine if not _complete(out, j)]
+    jobs = [(str(out / shard_name(j)), [(f"{i:09d}", source.files[i], int(source.labels[i]))
+                                        for i in plan.samples(j)], max_side, quality)
+            for j in pending]
+    _run(jobs, workers, _reporter(len(mine), len(mine) - len(pending), progress))
+    manifest = _manifest(source, out, mine, len(plan),
+                         {"shard_size": shard_size, "max_side": max_side, "quality": quality})
+    name = "manifest.json" if part[1] == 1 else f"manifest-part-{part[0]}-of-{part[1]}.json"
+    _write_json(out / name, manifest)
+    return manifest
+
+
+def _complete(out: Path, shard: int) -> bool:
+    return (out / shard_name(shard)).is_file() and (out / f"{shard_name(shard)}.json").is_file()
+
+
+def _run(jobs: list, workers: int, report) -> None:
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            report(_pack_shard(job))
+        return
+    with get_context("spawn").Pool(min(workers, len(jobs))) as pool:
+        for done in pool.imap_unordered(_pack_shard, jobs):
+            report(done)
+
+
+def _pack_shard(job) -> str:
+    path, samples, max_side, quality = job
+    members = [(key, *_encode(file, max_side, quality), label) for key, file, label in samples]
+    record = write_shard(path, members)
+    _write_json(Path(f"{path}.json"), record)
+    return os.path.basename(path)
+
+
+def _encode(file: str, max_side: int | None, quality: int) -> tuple[str, bytes]:
+    """(extension, bytes): the file as it is, or re-encoded smaller when `max_side` asks."""
+    data = Path(file).read_bytes()
+    ext = Path(file).suffix.lower().lstrip(".")
+    if max_side is None:
+        return ext, data
+    from PIL import Image
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            if max(image.size) <= max_side:
+                return ext, data
+            scale = max_side / max(image.size)
+            size = tuple(max(1, round(s * scale)) for s in image.size)
+            small = image.convert("RGB").resize(size, Image.Resampling.LANCZOS)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{file}: cannot be decoded to resize it ({exc})") from exc
+    buffer = io.BytesIO()
+    small.save(buffer, format="JPEG", quality=quality)
+    return "jpg", buffer.getvalue()
+
+
+def _manifest(source, out: Path, mine: list[int], n_shards: int, options: dict) -> dict:
+    counts = np.bincount(source.labels, minlength=len(source.classes))
+    shards = [{"name": shard_name(j), **json.loads((out / f"{shard_name(j)}.json").read_text())}
+              for j in mine]
+    return {"format": "webdataset", "classes": list(source.classes),
+            "class_counts": counts.tolist(), "samples": len(source), "shards_total": n_shards,
+            "shards": shards, "options": options}
+
+
+def _write_json(path: Path, value: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _reporter(total: int, done: int, progress: bool | None):
+    """A callback taking each finished shard's name: a rich bar or plain lines."""
+    use_rich = (sys.stderr.isatty() if progress is None else progress) and done < total
+    state = {"done": done}
+    if use_rich:
+        from rich.progress import Progress
+        bar = Progress(transient=False)
+        task = bar.add_task("packing shards", total=total, completed=done)
+        bar.start()
+
+    def report(name: str) -> None:
+        state["done"] += 1
+        if use_rich:
+            bar.update(task, advance=1)
+            if state["done"] == total:
+                bar.stop()
+        else:
+            print(f"packed {name} ({state['done']}/{total} shards)", file=sys.stderr)
+    return report
+
+
+def _part(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(v) for v in text.split("/"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--part {text!r}: expected i/N, e.g. 0/4") from exc
+    return i, n
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (see the module doc)."""
+    parser = argparse.ArgumentParser(prog="python -m dali_pipes.pack", description=__doc__
+                                     .split("\n\n")[0])
+    parser.add_argument("src")
+    parser.add_argument("dst")
+    parser.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE)
+    parser.add_argument("--max-side", type=int, default=None)
+    parser.add_argument("--quality", type=int, default=90)
+    parser.add_argument("--part", type=_part, default=(0, 1))
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    manifest = pack(args.src, args.dst, shard_size=args.shard_size, max_side=args.max_side,
+                    quality=args.quality, part=args.part, workers=args.workers)
+    print(f"{args.dst}: {len(manifest['shards'])} of {manifest['shards_total']} shards, "
+          f"{manifest['samples']} samples in {len(manifest['classes'])} classes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

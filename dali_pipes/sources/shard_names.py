@@ -1,0 +1,113 @@
+"""Which tar shards `data` names: a `.tar` path, a list, a brace pattern or a folder."""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+_BRACE = re.compile(r"\{([^{}]*)\}")
+_RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """`train-{000..002}.tar` -> train-000.tar, train-001.tar, train-002.tar; `{a,b}` lists.
+
+    Numeric ranges keep the width of their first bound; several groups expand in turn.
+    """
+    match = _BRACE.search(pattern)
+    if match is None:
+        return [pattern]
+    head, tail, body = pattern[:match.start()], pattern[match.end():], match.group(1)
+    span = _RANGE.match(body)
+    if span:
+        lo, hi = int(span.group(1)), int(span.group(2))
+        if hi < lo:
+            raise ValueError(f"{pattern}: brace range {body} runs backwards")
+        width = len(span.group(1))
+        choices = [f"{i:0{width}d}" for i in range(lo, hi + 1)]
+    else:
+        choices = body.split(",")
+    return [out for c in choices for out in expand_braces(head + c + tail)]
+
+
+def is_shard_data(data) -> bool:
+    """Whether `data` names tar shards (one, a list, a pattern, or folders of them)."""
+    items = [data] if isinstance(data, (str, os.PathLike)) else list(data or ())
+    return bool(items) and all(_is_shard_item(item) for item in items)
+
+
+def _is_shard_item(item) -> bool:
+    if not isinstance(item, (str, os.PathLike)):
+        return False
+    text = os.fspath(item)
+    if _is_url(text) or text.endswith(".tar") or (_BRACE.search(text) and ".tar" in text):
+        return True
+    if not os.path.isdir(text):
+        return False
+    entries = list(os.scandir(text))  # shards, and no class folders beside them
+    return any(e.name.endswith(".tar") and e.is_file() for e in entries) and not any(
+        e.is_dir() and not e.name.startswith(".") for e in entries)
+
+
+def _is_url(text: str) -> bool:
+    return "://" in text and not text.startswith("file://")
+
+
+def shard_sources(data, store=None) -> list[list[str]]:
+    """The shards of each source, in order.
+
+    A `.tar` path, a pattern or a list of them is one source; a folder of `.tar` files is one
+    source (its shards in name order) and a list of folders is one source per folder. A URL
+    not ending in `.tar` is a remote folder: its `*.tar` objects, listed through `store`.
+
+    Args:
+        data: what the user passed as `data`.
+        store: lists remote folders (a `dali_pipes.stores.remote.FsspecStore`).
+
+    Returns:
+        One non-empty list of shard paths per source. FileNotFoundError names a missing
+        shard; ValueError an empty folder or a list mixing folders and shards.
+    """
+    items = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    if all(_is_url(os.fspath(i)) for i in items):
+        return _url_sources([os.fspath(i) for i in items], store)
+    folders = [os.path.isdir(os.fspath(i)) for i in items]
+    if any(folders) and not all(folders):
+        raise ValueError("data: a list of shard folders (one per source) or of shard files "
+                         f"(one source), not both: {[os.fspath(i) for i in items]}")
+    if all(folders):
+        return [_folder_shards(os.fspath(i)) for i in items]
+    shards = [s for item in items for s in expand_braces(os.fspath(item))]
+    missing = [s for s in shards if not os.path.isfile(s)]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: shard does not exist"
+                                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    return [shards]
+
+
+def _url_sources(urls: list[str], store) -> list[list[str]]:
+    folders = [not (u.endswith(".tar") or _BRACE.search(u)) for u in urls]
+    if any(folders) and not all(folders):
+        raise ValueError(f"data: a list of shard folders or of shards, not both: {urls}")
+    if not all(folders):
+        return [[s for u in urls for s in expand_braces(u)]]
+    out = []
+    for url in urls:
+        found = store.glob(url.rstrip("/") + "/*.tar")
+        if not found:
+            raise ValueError(f"{url}: no .tar shards under this URL")
+        out.append(found)
+    return out
+
+
+def _folder_shards(folder: str) -> list[str]:
+    shards = sorted(str(p) for p in Path(folder).glob("*.tar") if p.is_file())
+    if not shards:
+        raise ValueError(f"{folder}: no .tar shards in this folder")
+    return shards
+
+
+def flatten(sources: Sequence[Sequence[str]]) -> list[str]:
+    """Every shard of every source, in order."""
+    return [s for source in sources for s in source]

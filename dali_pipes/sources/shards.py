@@ -1,0 +1,162 @@
+"""Image source over WebDataset tar shards, addressed by dataset index.
+
+The listing joins the per-shard indexes (`dali_pipes.stores.tar_index`) into flat numpy
+arrays (shard id, offset, size, label, member names as one byte buffer), so a listing of
+millions of samples costs tens of MB and forked workers do not copy it page by page. Reads
+are byte ranges of the shard through a store; each read also takes the 512-byte tar header
+in front of the member and checks it still names that member and size, so a shard that
+changed after it was indexed fails loudly instead of feeding the wrong bytes.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+
+import numpy as np
+
+from dali_pipes.formats.errors import FormatError
+from dali_pipes.formats.image_kind import prepare_image
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+from dali_pipes.sources.image import check_max_pixels
+from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
+from dali_pipes.stores.local import LocalStore
+from dali_pipes.stores.remote import FsspecStore, is_url
+from dali_pipes.stores.tar_index import BAD_LABEL, NO_IMAGE, NO_LABEL, load_index
+
+__all__ = ["ShardSource", "is_shard_data"]
+_HEADER = 512
+
+
+class ShardSource:
+    """Samples `<key>.<image ext>` + `<key>.cls`/`<key>.json` of WebDataset tar shards.
+
+    Args:
+        data: a `.tar` path, a brace pattern, a list of them (one source), a folder of
+            `.tar` files (one source) or a list of such folders (one source each); any of
+            these may be fsspec URLs (`s3://bucket/train-{0000..0009}.tar`).
+        store: reads the shards (default: LocalStore, or an FsspecStore for URLs made from
+            `remote`: its keyword options, e.g. storage_options, cache_dir, cache_limit).
+        index_dir: where shard indexes go when a shard's folder is not writable (and where
+            the indexes of remote shards go).
+    """
+
+    def __init__(self, data, *, store=None, index_dir: str | None = None,
+                 remote: dict | None = None, max_pixels: int | None = DEFAULT_MAX_PIXELS):
+        remote = remote or {}
+        self.max_pixels = check_max_pixels(max_pixels)
+        self.store = store or _default_store(data, remote)
+        if index_dir is None and remote.get("cache_dir"):
+            index_dir = os.path.join(remote["cache_dir"], "tar_index")
+        sources = shard_sources(data, self.store)
+        self.multi_source = len(sources) > 1
+        self.shards = tuple(flatten(sources))
+        self.roots = tuple(_parent(s[0]) for s in sources)
+        indexes = [load_index(s, index_dir=index_dir, store=self.store) for s in self.shards]
+        counts = np.asarray([len(i) for i in indexes], np.int64)
+        self.shard_ids = np.repeat(np.arange(len(indexes), dtype=np.int32), counts)
+        per_source = np.repeat(np.arange(len(sources)), [len(s) for s in sources])
+        self.source_ids = np.repeat(per_source, counts).astype(np.int64)
+        self.offsets = _concat([i.offsets for i in indexes], np.int64)
+        self.sizes = _concat([i.sizes for i in indexes], np.int64)
+        self.labels = _concat([i.labels for i in indexes], np.int64)
+        self._names = _concat([i.names for i in indexes], np.uint8)
+        self._name_ends = _concat(_shifted_ends(indexes), np.int64)
+        self.classes = tuple(str(c) for c in np.unique(self.labels[self.labels >= 0]))
+        self.ignored = sum(i.ignored for i in indexes)
+        _warn_truncated(indexes)
+        if len(self.labels) == 0:
+            raise ValueError(f"{self.shards[0]}: no samples in {len(self.shards)} shard(s)")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def member(self, index: int) -> str:
+        """The image member name of sample `index` (its key when it has none)."""
+        start = int(self._name_ends[index - 1]) if index else 0
+        return bytes(self._names[start:int(self._name_ends[index])]).decode()
+
+    def path(self, index: int) -> str:
+        """`<shard>:<member>`: names the shard and the member."""
+        return f"{self.shards[self.shard_ids[index]]}:{self.member(index)}"
+
+    def read(self, index: int) -> np.ndarray:
+        """The image member's bytes as a uint8 array; FormatError (naming shard and member)
+        for a sample without image or label, or a shard changed since it was indexed."""
+        shard, member = self.shards[self.shard_ids[index]], self.member(index)
+        label, offset, size = (int(a[index]) for a in (self.labels, self.offsets, self.sizes))
+        if offset == NO_IMAGE:
+            raise FormatError(shard, f"sample {member}", "no image member",
+                              expected="<key>.jpg/.png/.webp/...")
+        if label in (NO_LABEL, BAD_LABEL):
+            what = "no label member" if label == NO_LABEL else "label is not an integer >= 0"
+            raise FormatError(shard, f"member {member}", what,
+                              expected='<key>.cls (an integer) or <key>.json {"label": int}')
+        try:
+            data = self.store.read_range(shard, offset - _HEADER, size + _HEADER)
+        except EOFError as exc:
+            raise FormatError(shard, f"member {member}", f"truncated shard ({exc})") from exc
+        _check_header(data[:_HEADER], shard, member, size)
+        return data[_HEADER:]
+
+    def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
+        """(bytes, (height, width)); FormatError when the member is no complete image."""
+        return prepare_image(self.read(index), self.path(index), max_pixels=self.max_pixels)
+
+    def listing_digest(self) -> str:
+        """What identifies the listing for a resume fingerprint: shard names (not folders,
+        so moving the data keeps it), samples per shard and member names."""
+        digest = hashlib.sha256()
+        for shard in self.shards:
+            digest.update(os.path.basename(shard).encode() + b"\0")
+        digest.update(np.bincount(self.shard_ids, minlength=len(self.shards)).tobytes())
+        digest.update(self._names.tobytes())
+        digest.update(self._name_ends.tobytes())
+        return f"{len(self)} samples in {len(self.shards)} shards, sha256 {digest.hexdigest()}"
+
+
+def _default_store(data, remote: dict):
+    items = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    if any(is_url(os.fspath(i)) for i in items):
+        return FsspecStore(**remote)
+    if any(v is not None for v in remote.values()):
+        raise ValueError(f"{sorted(remote)} apply to URLs only; data names local shards")
+    return LocalStore()
+
+
+def _parent(shard: str) -> str:
+    return shard.rsplit("/", 1)[0] if is_url(shard) else os.path.dirname(os.path.abspath(shard))
+
+
+def _concat(arrays, dtype) -> np.ndarray:
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.empty(0, dtype)
+
+
+def _shifted_ends(indexes) -> list[np.ndarray]:
+    out, base = [], 0
+    for index in indexes:
+        out.append(index.name_ends + base)
+        base += len(index.names)
+    return out
+
+
+def _check_header(header: np.ndarray, shard: str, member: str, size: int) -> None:
+    raw = header.tobytes()
+    name = raw[:100].rstrip(b"\0").decode("utf-8", "replace")
+    try:
+        found = int(raw[124:136].rstrip(b"\0 ").decode() or "-1", 8)
+    except ValueError:
+        found = -1
+    name_ok = name == member or len(member.encode()) > 100 or name == os.path.basename(member)
+    if found != size or not name_ok:
+        raise FormatError(shard, f"member {member}", "the shard changed after it was indexed: "
+                          "the tar header at the indexed offset does not match",
+                          value=(name, found), expected=(member, size))
+
+
+def _warn_truncated(indexes) -> None:
+    for index in indexes:
+        if index.truncated:
+            warnings.warn(f"{index.shard}: truncated shard (no end-of-archive block); "
+                          f"{len(index)} samples indexed, members after the cut are lost",
+                          stacklevel=3)

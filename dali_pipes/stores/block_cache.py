@@ -1,0 +1,112 @@
+"""A bounded local cache of fixed-size blocks of remote objects, evicted least recently used.
+
+Each block is one file `<cache_dir>/<sha256 of (url, version)>-<block>.blk`, written to a
+temporary name and renamed, so several processes (ranks on one node, loader workers) share
+one cache safely: a reader sees a whole block or none. A hit touches the file's mtime; when
+the cache holds more than `limit` bytes, the files with the oldest mtimes go first. A block
+removed by another process between listing and reading is simply fetched again.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_BLOCK = 1 << 20
+
+
+def _touch(path: Path) -> None:
+    """mtime = now, from the fine clock (file systems stamp files with a coarse one)."""
+    now = time.time_ns()
+    os.utime(path, ns=(now, now))
+
+
+class BlockCache:
+    """Blocks of `block_size` bytes of remote objects under `cache_dir`, at most `limit` bytes.
+
+    Args:
+        cache_dir: the cache folder (created).
+        limit: the most bytes the cache keeps (None: no bound).
+        block_size: bytes per block.
+    """
+
+    def __init__(self, cache_dir: str, *, limit: int | None = None,
+                 block_size: int = DEFAULT_BLOCK):
+        if limit is not None and limit < block_size:
+            raise ValueError(f"cache_limit={limit} is smaller than one block ({block_size})")
+        self.dir, self.limit, self.block_size = Path(cache_dir), limit, block_size
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.hits = self.misses = 0
+
+    def read(self, url: str, version: int, object_size: int, offset: int, size: int,
+             fetch: Callable[[int, int], bytes]) -> np.ndarray:
+        """Bytes `offset`..`offset + size` of `url`, from cached blocks or `fetch(start, end)`.
+
+        Args:
+            url: the object.
+            version: what changes when the object does (its blocks are then other files).
+            object_size: the object's size (the last block is shorter).
+            offset: the first byte.
+            size: how many bytes.
+            fetch: reads bytes start..end (end exclusive) of the object.
+
+        Returns:
+            A uint8 array.
+        """
+        out = np.empty(size, dtype=np.uint8)
+        first, last = offset // self.block_size, (offset + size - 1) // self.block_size
+        stem = hashlib.sha256(f"{url}\0{version}".encode()).hexdigest()[:32]
+        for block in range(first, last + 1):
+            data = self._block(stem, block, object_size, fetch)
+            start = block * self.block_size
+            lo, hi = max(offset, start), min(offset + size, start + len(data))
+            out[lo - offset:hi - offset] = np.frombuffer(data, np.uint8)[lo - start:hi - start]
+        return out
+
+    def _block(self, stem: str, block: int, object_size: int, fetch) -> bytes:
+        path = self.dir / f"{stem}-{block}.blk"
+        try:
+            data = path.read_bytes()
+            _touch(path)
+            self.hits += 1
+            return data
+        except FileNotFoundError:
+            pass
+        self.misses += 1
+        start = block * self.block_size
+        data = fetch(start, min(start + self.block_size, object_size))
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        _touch(tmp)
+        os.replace(tmp, path)
+        self._evict()
+        return data
+
+    def size(self) -> int:
+        """Bytes held now."""
+        return sum(e.stat().st_size for e in os.scandir(self.dir) if e.name.endswith(".blk"))
+
+    def _evict(self) -> None:
+        if self.limit is None:
+            return
+        entries = []
+        for entry in os.scandir(self.dir):
+            if entry.name.endswith(".blk"):
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:
+                    continue
+                entries.append((st.st_mtime_ns, st.st_size, entry.path))
+        total = sum(e[1] for e in entries)
+        for _, size, path in sorted(entries):
+            if total <= self.limit:
+                break
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            total -= size

@@ -1,0 +1,181 @@
+"""The fsspec store: shards behind any fsspec URL (`s3://`, `gs://`, `https://`, ...).
+
+Byte-range reads (`cat_file(url, start, end)`), each bounded by a timeout and retried with
+exponential backoff on transient failures (connection errors, timeouts, HTTP 5xx/429); a
+missing object (404), a refusal (403) or the last failed attempt raises `StoreError`
+naming the URL, the status where there is one, and the attempts. With `cache_dir`, reads go
+through a bounded block cache (`dali_pipes.stores.block_cache`). The file system object is
+made per process (after a fork too) on first use, so a store pickles into DataLoader workers and DALI's
+parallel external_source workers and each opens its own connections.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dali_pipes.stores.block_cache import DEFAULT_BLOCK, BlockCache
+
+_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+class StoreError(OSError):
+    """A remote read failed for good: names the URL, the status (or None) and attempts."""
+
+    def __init__(self, url: str, what: str, exc: BaseException, attempts: int):
+        self.url, self.status, self.attempts = url, _status(exc), attempts
+        status = f" (status {self.status})" if self.status else ""
+        cause = _cause(exc)
+        super().__init__(f"{url}: {what} failed{status} after {attempts} attempt"
+                         f"{'s' * (attempts > 1)}: {type(cause).__name__}: {cause}")
+
+
+def is_url(path) -> bool:
+    """Whether `path` is a URL with a protocol other than local files."""
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+class FsspecStore:
+    """Bytes of remote objects through fsspec.
+
+    Args:
+        storage_options: passed to the fsspec file system (credentials, endpoint_url, ...).
+        cache_dir: a local folder for a block cache (None: no cache).
+        cache_limit: the most bytes the cache keeps (None: no bound).
+        retries: attempts after the first on transient failures.
+        backoff: seconds before the first retry, doubled after each.
+        timeout: seconds each request may take.
+    """
+
+    def __init__(self, *, storage_options: dict | None = None, cache_dir: str | None = None,
+                 cache_limit: int | None = None, retries: int = 3, backoff: float = 0.2,
+                 timeout: float = 30.0, block_size: int = DEFAULT_BLOCK):
+        self.storage_options = dict(storage_options or {})
+        self.retries, self.backoff, self.timeout = retries, backoff, timeout
+        self.cache = (BlockCache(cache_dir, limit=cache_limit, block_size=block_size)
+                      if cache_dir else None)
+        self._fs: dict[str, Any] = {}
+        self._stats: dict[str, tuple[int, int]] = {}  # per URL, taken once per listing
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_fs": {}}
+
+    def stat(self, url: str) -> tuple[int, int]:
+        """(size, version): the version is a number that changes when the object does (from
+        its ETag or modification time). Asked once per URL: reads after the listing check
+        the tar header instead (dali_pipes.sources.shards)."""
+        if url in self._stats:
+            return self._stats[url]
+        info = self._call(url, "stat", lambda fs, path: fs.info(path))
+        tag = next((str(info[k]) for k in ("ETag", "etag", "LastModified", "mtime",
+                                           "last_modified") if info.get(k)), "")
+        stat = int(info["size"]), int(hashlib.sha256(tag.encode()).hexdigest()[:15], 16)
+        self._stats[url] = stat
+        return stat
+
+    def read_range(self, url: str, offset: int, size: int) -> np.ndarray:
+        """`size` bytes of `url` from `offset` (uint8); EOFError when the object is shorter."""
+        if self.cache is not None:
+            total, version = self.stat(url)
+            if offset + size > total:
+                raise EOFError(f"{url}: bytes {offset}..{offset + size} requested, the "
+                               f"object has {total}")
+            return self.cache.read(url, version, total, offset, size,
+                                   lambda s, e: self._fetch(url, s, e))
+        data = self._fetch(url, offset, offset + size)
+        if len(data) != size:
+            raise EOFError(f"{url}: bytes {offset}..{offset + size} requested, got "
+                           f"{len(data)} (truncated or changed)")
+        return np.frombuffer(data, np.uint8).copy()
+
+    def open(self, url: str):
+        """A read-only file object (for walking a shard's tar headers once)."""
+        return self._call(url, "open", lambda fs, path: fs.open(path, "rb"))
+
+    def glob(self, pattern: str) -> list[str]:
+        """URLs matching `pattern`, sorted."""
+        protocol = pattern.split("://", 1)[0]
+        found = self._call(pattern, "list", lambda fs, path: fs.glob(path))
+        return sorted(p if "://" in p else f"{protocol}://{p}" for p in found)
+
+    def _fetch(self, url: str, start: int, end: int) -> bytes:
+        return self._call(url, f"read of bytes {start}..{end}",
+                          lambda fs, path: fs.cat_file(path, start=start, end=end))
+
+    def _call(self, url: str, what: str, work: Callable[[Any, str], Any]) -> Any:
+        fs, path = self._filesystem(url)
+        for attempt in range(self.retries + 1):
+            try:
+                return work(fs, path)
+            except Exception as exc:
+                if not _transient(exc) or attempt == self.retries:
+                    raise StoreError(url, what, exc, attempt + 1) from exc
+            time.sleep(self.backoff * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    def _filesystem(self, url: str):
+        import fsspec
+        protocol = url.split("://", 1)[0]
+        if self._fs.get("pid") != os.getpid():  # forked: the parent's clients are not ours
+            self._fs = {"pid": os.getpid()}
+        if protocol not in self._fs:
+            options = _with_timeouts(protocol, self.storage_options, self.timeout)
+            self._fs[protocol] = fsspec.filesystem(protocol, **options)
+            if protocol in ("s3", "s3a"):
+                self._fs[protocol].retries = 1  # s3fs's own retries off: ours count
+        fs = self._fs[protocol]
+        return fs, (url if protocol in ("http", "https") else fs._strip_protocol(url))
+
+
+def _with_timeouts(protocol: str, options: dict, timeout: float) -> dict:
+    """Storage options with a per-request timeout and fsspec's own retries off (ours count)."""
+    out = dict(options)
+    if protocol in ("s3", "s3a"):
+        config = dict(out.get("config_kwargs") or {})
+        config.setdefault("connect_timeout", timeout)
+        config.setdefault("read_timeout", timeout)
+        config.setdefault("retries", {"max_attempts": 1})
+        out["config_kwargs"] = config
+    elif protocol in ("http", "https"):
+        import aiohttp
+        client = dict(out.get("client_kwargs") or {})
+        client.setdefault("timeout", aiohttp.ClientTimeout(total=timeout))
+        out["client_kwargs"] = client
+    return out
+
+
+def _status(exc: BaseException) -> int | None:
+    exc = _cause(exc)
+    status = getattr(exc, "status", None)
+    if not isinstance(status, int):
+        status = getattr(exc, "code", None)
+    if isinstance(status, int):
+        return status
+    if isinstance(exc, PermissionError):
+        return 403
+    if isinstance(exc, FileNotFoundError):
+        return 404
+    return None
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """fsspec's HTTP file system turns every failure of `info` into FileNotFoundError;
+    the error it came from tells a refused connection from a 404."""
+    while isinstance(exc, FileNotFoundError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def _transient(exc: BaseException) -> bool:
+    exc = _cause(exc)
+    if isinstance(exc, _PERMANENT):
+        return False
+    status = _status(exc)
+    if status is not None:
+        return status >= 500 or status in (408, 429)
+    return isinstance(exc, (OSError, TimeoutError, ConnectionError)) or \
+        type(exc).__module__.startswith(("aiohttp", "botocore", "asyncio"))

@@ -1,0 +1,113 @@
+"""Writing WebDataset tar shards deterministically: the shard plan and one shard's file.
+
+The plan is a pure function of the source's sample sizes: samples in listing order, a new
+shard whenever the next sample would take the shard past `shard_size` bytes, so any part of
+a cluster job (`--part i/N`) knows every shard's samples without talking to the others.
+A shard's bytes depend only on its samples: fixed member metadata (mtime 0, owner 0,
+mode 0644), members `<key>.<ext>` then `<key>.cls`, keys the zero-padded sample index.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from dali_pipes.stores.tar_index import load_index
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """Shard `j` holds samples `starts[j]:starts[j + 1]` of the listing."""
+
+    starts: np.ndarray  # int64, len = shards + 1
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def samples(self, shard: int) -> range:
+        """The listing indices of shard `shard`."""
+        return range(int(self.starts[shard]), int(self.starts[shard + 1]))
+
+
+def plan_shards(sizes: np.ndarray, shard_size: int) -> ShardPlan:
+    """Cut samples of `sizes` bytes (in order) into shards of at most `shard_size` bytes
+    (a sample larger than that gets a shard of its own).
+
+    Args:
+        sizes: bytes of each sample (int64).
+        shard_size: the most bytes of sample data in one shard (> 0).
+
+    Returns:
+        The ShardPlan; ValueError for a shard_size <= 0.
+    """
+    if shard_size <= 0:
+        raise ValueError(f"shard_size must be > 0, got {shard_size}")
+    starts, used = [0], 0
+    for i, size in enumerate(np.asarray(sizes, np.int64).tolist()):
+        if used and used + size > shard_size:
+            starts.append(i)
+            used = 0
+        used += size
+    starts.append(len(sizes))
+    return ShardPlan(np.asarray(starts if len(sizes) else [0], np.int64))
+
+
+def part_shards(n_shards: int, part: int, parts: int) -> list[int]:
+    """The shards part `part` of `parts` writes: every `parts`-th, starting at `part`."""
+    if not 0 <= part < parts:
+        raise ValueError(f"--part {part}/{parts}: expected 0 <= i < N")
+    return list(range(part, n_shards, parts))
+
+
+def shard_name(shard: int) -> str:
+    return f"shard-{shard:06d}.tar"
+
+
+def write_shard(path: str, members: list[tuple[str, str, bytes, int]]) -> dict:
+    """Write one shard atomically and index it.
+
+    Args:
+        path: the shard to write (`.tmp` beside it until complete, then renamed).
+        members: (key, image extension, image bytes, label) per sample, in order.
+
+    Returns:
+        {"samples", "bytes", "sha256"} of the written shard.
+    """
+    tmp = f"{path}.tmp"
+    digest = hashlib.sha256()
+    with open(tmp, "wb") as raw:
+        writer = _HashingFile(raw, digest)
+        with tarfile.open(fileobj=writer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+            for key, ext, data, label in members:
+                _add(tar, f"{key}.{ext}", data)
+                _add(tar, f"{key}.cls", str(int(label)).encode())
+        size = raw.tell()
+    os.replace(tmp, path)
+    load_index(path)
+    return {"samples": len(members), "bytes": size, "sha256": digest.hexdigest()}
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), 0, 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    tar.addfile(info, io.BytesIO(data))
+
+
+class _HashingFile:
+    """A write-only file that also feeds a hash (tarfile writes through it)."""
+
+    def __init__(self, raw, digest):
+        self.raw, self.digest = raw, digest
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return self.raw.write(data)
+
+    def tell(self) -> int:
+        return self.raw.tell()

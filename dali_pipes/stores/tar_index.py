@@ -1,0 +1,220 @@
+"""Per-shard indexes of WebDataset tar shards: where each sample's image member lies.
+
+A WebDataset shard is a plain tar file whose members are `<key>.<ext>`; consecutive members
+with the same key form one sample (`a.jpg` + `a.cls`). The index of a shard holds, per
+sample, the image member's name, data offset and size, and the label read from its `.cls`
+(an integer) or `.json` (`{"label": int}`) member, all in numpy arrays. It is built on first
+use with a walk over the tar headers (Python's `tarfile`), saved as `<shard>.index.npz` next
+to the shard (or under `index_dir` where the shard's folder is not writable) and rebuilt
+when the shard's size or mtime no longer match the ones it was built from.
+
+Labels: -1 means the sample has no label member, -2 a label member that is no integer;
+offset -1 means no image member. Such samples stay in the index (nothing is dropped
+silently): reading them raises, and `on_error` decides.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dali_pipes.formats.errors import FormatError
+from dali_pipes.stores.local import LocalStore
+
+INDEX_VERSION = 1
+IMAGE_EXTS = frozenset({"jpg", "jpeg", "jpe", "jfif", "png", "webp", "bmp", "gif", "tif",
+                        "tiff"})
+LABEL_EXTS = ("cls", "json")
+NO_LABEL, BAD_LABEL, NO_IMAGE = -1, -2, -1
+_KEY_EXT = re.compile(r"^((?:.*/|)[^./][^.]*)\.([^/]*)$")  # webdataset's key/extension split
+_FIELDS = ("names", "name_ends", "offsets", "sizes", "labels", "meta")
+
+
+@dataclass(frozen=True)
+class ShardIndex:
+    """The samples of one shard, in member order."""
+
+    shard: str
+    shard_size: int
+    shard_mtime_ns: int
+    names: np.ndarray  # uint8: image member names (or the key, without one), concatenated
+    name_ends: np.ndarray  # int64: end of each name in `names`
+    offsets: np.ndarray  # int64: image member data offset, NO_IMAGE when none
+    sizes: np.ndarray  # int64: image member size
+    labels: np.ndarray  # int64: label, NO_LABEL or BAD_LABEL
+    ignored: int  # members that are neither an image nor a label
+    truncated: bool  # the shard ends before its end-of-archive block
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def member(self, i: int) -> str:
+        """The image member name of sample `i` (its key when it has no image)."""
+        start = int(self.name_ends[i - 1]) if i else 0
+        return bytes(self.names[start:int(self.name_ends[i])]).decode()
+
+
+def load_index(shard: str, *, index_dir: str | None = None, store=None) -> ShardIndex:
+    """The index of `shard`: the cached one while it is fresh, else a new one (saved).
+
+    Args:
+        shard: a local tar file.
+        index_dir: where indexes go when the shard's folder is not writable
+            (default: ~/.cache/dali_pipes/tar_index).
+        store: the store reading the shard (default LocalStore).
+
+    Returns:
+        The ShardIndex. FileNotFoundError for a missing shard; FormatError, naming the shard
+        and the member, for a file that is no tar or has two members of one name.
+    """
+    store = store or LocalStore()
+    size, mtime = store.stat(shard)
+    for cached in _index_paths(shard, index_dir):
+        index = _read_cached(cached, shard)
+        if index is not None and (index.shard_size, index.shard_mtime_ns) == (size, mtime):
+            return index
+    index = build_index(shard, size=size, mtime_ns=mtime, store=store)
+    for cached in _index_paths(shard, index_dir):
+        if _save(index, cached):
+            break
+    return index
+
+
+def build_index(shard: str, *, size: int, mtime_ns: int, store=None) -> ShardIndex:
+    """Walk the tar headers of `shard` and group members into samples (see module doc)."""
+    groups, ignored, truncated = _walk(shard, size, store or LocalStore())
+    names, offsets, sizes, labels = [], [], [], []
+    for key, members in groups:
+        image = next((members[e] for e in members if e.lower() in IMAGE_EXTS), None)
+        names.append((image[2] if image else key).encode())
+        offsets.append(image[0] if image else NO_IMAGE)
+        sizes.append(image[1] if image else 0)
+        labels.append(_label(members))
+        ignored += len(members) - (image is not None) - any(e in members for e in LABEL_EXTS)
+    ends = np.cumsum([len(n) for n in names], dtype=np.int64)
+    return ShardIndex(shard, size, mtime_ns,
+                      np.frombuffer(b"".join(names), dtype=np.uint8).copy(), ends,
+                      np.asarray(offsets, np.int64), np.asarray(sizes, np.int64),
+                      np.asarray(labels, np.int64), int(ignored), truncated)
+
+
+def _walk(shard: str, size: int, store) -> tuple[list, int, bool]:
+    """[(key, {ext: (offset, size, name, label bytes or None)})] in member order, the count
+    of ignored members and whether the shard is truncated."""
+    with store.open(shard) as f:
+        try:
+            tar = tarfile.open(fileobj=f, mode="r:")  # noqa: SIM115 (closed below)
+        except tarfile.ReadError as exc:
+            raise FormatError(shard, "tar header", f"not a tar file ({exc})") from exc
+        with tar:
+            groups, ignored, truncated = _group_members(tar, f, shard)
+            truncated = truncated or _missing_end(f, tar.offset, size)
+    return groups, ignored, truncated
+
+
+def _group_members(tar: tarfile.TarFile, f, shard: str) -> tuple[list, int, bool]:
+    groups: list = []
+    seen: set[str] = set()
+    ignored = 0
+    while True:
+        try:
+            info = tar.next()
+        except (tarfile.ReadError, EOFError):
+            return groups, ignored, True
+        if info is None:
+            return groups, ignored, False
+        split = _KEY_EXT.match(info.name)
+        if not info.isfile() or split is None or os.path.basename(info.name)[:1] == ".":
+            ignored += info.isfile()
+            continue
+        key, ext = split.groups()
+        if not groups or groups[-1][0] != key:
+            if key in seen:
+                raise FormatError(shard, f"member {info.name}", f"duplicate key {key!r}: "
+                                  "its members are not consecutive (or it occurs twice)")
+            seen.add(key)
+            groups.append((key, {}))
+        if ext in groups[-1][1]:
+            raise FormatError(shard, f"member {info.name}", "duplicate member")
+        label = _read_small(f, info) if ext in LABEL_EXTS else None
+        groups[-1][1][ext] = (info.offset_data, info.size, info.name, label)
+
+
+def _read_small(f, info) -> bytes | None:
+    if info.size > 4096:
+        return None
+    f.seek(info.offset_data)
+    data = f.read(info.size)
+    return data if len(data) == info.size else None
+
+
+def _missing_end(f, offset: int, size: int) -> bool:
+    """Whether the archive lacks its end-of-archive zero block at `offset`."""
+    f.seek(offset)
+    return len(f.read(512)) < 512 or offset > size
+
+
+def _label(members: dict) -> int:
+    for ext in LABEL_EXTS:
+        if ext in members:
+            return parse_label(members[ext][3], ext)
+    return NO_LABEL
+
+
+def parse_label(data: bytes | None, ext: str) -> int:
+    """The label in a `.cls` (an integer) or `.json` (`{"label": int}`) member; BAD_LABEL
+    when it holds something else."""
+    try:
+        text = data.decode().strip()
+        value = int(text) if ext == "cls" else json.loads(text)["label"]
+    except (AttributeError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return BAD_LABEL
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return BAD_LABEL
+    return value
+
+
+def _index_paths(shard: str, index_dir: str | None) -> list[Path]:
+    root = Path(index_dir) if index_dir else Path.home() / ".cache" / "dali_pipes" / "tar_index"
+    name = shard if "://" in shard else os.path.abspath(shard)
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    cache = root / f"{shard.rsplit('/', 1)[-1]}.{digest}.index.npz"
+    if "://" in shard:  # remote: the index lives in the local cache only
+        return [cache]
+    return [Path(shard + ".index.npz"), cache]
+
+
+def _read_cached(path: Path, shard: str) -> ShardIndex | None:
+    try:
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in _FIELDS}
+    except (OSError, KeyError, ValueError):
+        return None
+    version, size, mtime, ignored, truncated = (int(v) for v in arrays.pop("meta"))
+    if version != INDEX_VERSION:
+        return None
+    return ShardIndex(shard, size, mtime, ignored=ignored, truncated=bool(truncated), **arrays)
+
+
+def _save(index: ShardIndex, path: Path) -> bool:
+    """Write atomically (a temporary file, then rename: safe with several ranks)."""
+    meta = np.asarray([INDEX_VERSION, index.shard_size, index.shard_mtime_ns, index.ignored,
+                       int(index.truncated)],
+                      np.int64)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            np.savez(f, names=index.names, name_ends=index.name_ends, offsets=index.offsets,
+                     sizes=index.sizes, labels=index.labels, meta=meta)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False

@@ -1,0 +1,121 @@
+"""Image formats recognised from their bytes, sizes from headers, and decoded the same way by
+both backends: the same pixels stored as PNG (8/16-bit, gray, alpha, palette), BMP, TIFF,
+lossless WebP and GIF load to the same batch images."""
+from __future__ import annotations
+
+import io
+import re
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from dali_pipes.formats.errors import FormatError
+from dali_pipes.formats.image_kind import image_kind, image_size, prepare_image
+
+H, W = 37, 53
+
+
+def _gray() -> np.ndarray:
+    y, x = np.mgrid[:H, :W]
+    return ((x * 5 + y * 3) % 256).astype(np.uint8)
+
+
+def _encode(image: Image.Image, fmt: str, **kw) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format=fmt, **kw)
+    return out.getvalue()
+
+
+def _same_pixels() -> dict[str, bytes]:
+    """One gray picture in every lossless variant (names: file names)."""
+    g = _gray()
+    rgb = Image.fromarray(np.stack([g] * 3, -1))
+    rgba = Image.fromarray(np.dstack([np.stack([g] * 3, -1), (g * 7).astype(np.uint8)]))
+    return {"rgb.png": _encode(rgb, "PNG"), "rgba.png": _encode(rgba, "PNG"),
+            "gray.png": _encode(Image.fromarray(g), "PNG"),
+            "gray16.png": _encode(Image.fromarray(g.astype(np.uint16) * 257), "PNG"),
+            "palette.png": _encode(Image.fromarray(g).convert("P"), "PNG"),
+            "pic.bmp": _encode(rgb, "BMP"), "pic.tiff": _encode(rgb, "TIFF"),
+            "pic.webp": _encode(rgb, "WEBP", lossless=True),
+            "pic.gif": _encode(Image.fromarray(g).convert("P"), "GIF")}
+
+
+@pytest.mark.parametrize("name", sorted(_same_pixels()))
+def test_kind_and_size_come_from_the_header(name):
+    data = np.frombuffer(_same_pixels()[name], np.uint8)
+    kind = {"png": "png", "bmp": "bmp", "tiff": "tiff", "webp": "webp", "gif": "gif"}[
+        name.rsplit(".", 1)[1]]
+    assert image_kind(data) == kind
+    assert image_size(data, name) == (kind, (H, W))
+
+
+def test_more_header_variants():
+    rgb = Image.fromarray(np.stack([_gray()] * 3, -1))
+    for data in (_encode(rgb, "WEBP", quality=80), _encode(rgb.convert("RGBA"), "WEBP"),
+                 _encode(rgb, "TIFF", compression="tiff_deflate"), _encode(rgb, "JPEG"),
+                 _encode(rgb.convert("CMYK"), "JPEG"), _encode(rgb.convert("L"), "JPEG")):
+        assert image_size(np.frombuffer(data, np.uint8))[1] == (H, W)
+
+
+@pytest.mark.parametrize("name", ["rgb.png", "pic.gif", "pic.bmp", "pic.webp"])
+def test_truncated_files_are_named(name):
+    data = _same_pixels()[name]
+    with pytest.raises(FormatError, match=rf"^{re.escape(name)}: .*truncated"):
+        image_size(np.frombuffer(data[:len(data) // 2], np.uint8), name)
+
+
+def test_bytes_of_no_image_format_name_the_file_and_what_was_found():
+    with pytest.raises(FormatError, match=r"notes\.png: magic bytes: not an image "
+                                          r"\(first bytes b'hello th'\)"):
+        image_size(np.frombuffer(b"hello there", np.uint8), "notes.png")
+    with pytest.raises(FormatError, match="empty file"):
+        image_size(np.zeros(0, np.uint8), "empty.jpg")
+
+
+def test_gif_becomes_its_first_frame_as_png():
+    frames = [Image.fromarray(np.full((H, W), v, np.uint8)).convert("P") for v in (10, 200)]
+    out = io.BytesIO()
+    frames[0].save(out, format="GIF", save_all=True, append_images=frames[1:])
+    data, size = prepare_image(np.frombuffer(out.getvalue(), np.uint8), "anim.gif")
+    assert size == (H, W) and image_kind(data) == "png"
+    assert np.asarray(Image.open(io.BytesIO(data.tobytes())))[..., 0].max() == 10
+
+
+@pytest.fixture(scope="module")
+def mixed_folder(tmp_path_factory):
+    """class_a: every variant (some in sub-folders); class_b: nested JPEG + a fake PNG."""
+    root = tmp_path_factory.mktemp("mixed")
+    for i, (name, data) in enumerate(sorted(_same_pixels().items())):
+        folder = root / "class_a" / ("sub" if i % 2 else "") / ("deeper" if i % 3 == 0 else "")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    deep = root / "class_b" / "x" / "y"
+    deep.mkdir(parents=True)
+    (deep / "photo.jpg").write_bytes(_encode(Image.fromarray(_gray()), "JPEG"))
+    (root / "class_b" / "fake.png").write_text("not a picture")
+    return root
+
+
+def test_every_format_loads_to_the_same_image_on_both_backends(mixed_folder):
+    from torch_bridge import make_loader
+    out = {}
+    for backend in ("dali", "torch"):
+        loader = make_loader("image", mixed_folder, backend=backend, batch_size=16, size=24,
+                             train=False, shuffle=False, on_error="skip",
+                             **({"reference": {"num_workers": 0}} if backend == "torch" else {}))
+        batch = next(iter(loader))
+        source = loader._engine.modality.source
+        assert [s.path for s in loader.skipped] == [str(mixed_folder / "class_b" / "fake.png")]
+        assert "not an image" in loader.skipped[0].reason
+        names = [source.path(i).rsplit("/", 1)[1] for i in batch["index"].tolist()]
+        assert batch["label"].tolist() == [0] * 9 + [1]
+        out[backend] = dict(zip(names, batch["image"]))
+    for backend, images in out.items():
+        want = images["rgb.png"]
+        for name in _same_pixels():
+            assert torch.equal(images[name], want), (backend, name)
+    diff = (out["dali"]["rgb.png"] - out["torch"]["rgb.png"]).abs().mean().item()
+    assert diff <= 0.05, diff
+    assert (out["dali"]["photo.jpg"] - out["dali"]["rgb.png"]).abs().mean().item() <= 0.05

@@ -1,0 +1,113 @@
+"""Loopback servers for store tests: a static HTTP server with byte ranges and injected
+faults, and moto's standalone S3 server. Both bind 127.0.0.1 on a free port."""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RangeServer:
+    """Serves the files of `root`; `faults[path]` is a list of actions taken by the next
+    requests for it: an HTTP status to answer, or ("sleep", seconds) before answering."""
+
+    def __init__(self, root: Path):
+        self.root, self.faults, self.requests = root, defaultdict(list), defaultdict(int)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_HEAD(self):
+                server._serve(self, body=False)
+
+            def do_GET(self):
+                server._serve(self, body=True)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def _serve(self, handler, body: bool) -> None:
+        name = handler.path.lstrip("/")
+        self.requests[name] += 1
+        if self.faults[name]:
+            action = self.faults[name].pop(0)
+            if isinstance(action, tuple):
+                time.sleep(action[1])
+            else:
+                handler.send_error(action)
+                return
+        path = self.root / name
+        if not path.is_file():
+            handler.send_error(404)
+            return
+        data = path.read_bytes()
+        start, end = 0, len(data)
+        ranged = handler.headers.get("Range")
+        if ranged:
+            lo, _, hi = ranged.removeprefix("bytes=").partition("-")
+            start, end = int(lo), min(int(hi) + 1 if hi else len(data), len(data))
+        handler.send_response(206 if ranged else 200)
+        handler.send_header("Content-Length", str(end - start))
+        handler.send_header("Accept-Ranges", "bytes")
+        handler.send_header("ETag", f'"{os.stat(path).st_mtime_ns}-{len(data)}"')
+        if ranged:
+            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+        handler.end_headers()
+        if body:
+            handler.wfile.write(data[start:end])
+
+
+class MotoS3:
+    """moto's standalone S3 server on 127.0.0.1, and storage options reaching it."""
+
+    def __init__(self):
+        from moto.server import ThreadedMotoServer
+        self.port = free_port()
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port,
+                                         verbose=False)
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.options = {"key": "testing", "secret": "testing",
+                        "client_kwargs": {"endpoint_url": self.endpoint,
+                                          "region_name": "us-east-1"}}
+
+    def __enter__(self):
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.stop()
+
+    def upload(self, folder: Path, bucket: str, prefix: str) -> str:
+        """Put the `.tar` files of `folder` under s3://bucket/prefix/; return that URL."""
+        import boto3
+        import s3fs
+        client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        if bucket not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
+            client.create_bucket(Bucket=bucket)
+        fs = s3fs.S3FileSystem(**self.options, skip_instance_cache=True)
+        for shard in sorted(folder.glob("*.tar")):
+            fs.put_file(str(shard), f"{bucket}/{prefix}/{shard.name}")
+        return f"s3://{bucket}/{prefix}/"

@@ -1,0 +1,50 @@
+"""The block cache: exact bytes across block edges, hits after misses, LRU eviction under
+the byte limit, a new object version in other blocks."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dali_pipes.stores.block_cache import BlockCache
+
+BLOB = (np.arange(1000) * 7 % 256).astype(np.uint8)
+
+
+def _fetcher(calls: list):
+    def fetch(start: int, end: int) -> bytes:
+        calls.append((start, end))
+        return BLOB[start:end].tobytes()
+    return fetch
+
+
+def test_ranges_across_blocks_are_exact_and_cached(tmp_path):
+    cache, calls = BlockCache(str(tmp_path), block_size=100), []
+    got = cache.read("s3://b/x", 1, len(BLOB), 150, 300, _fetcher(calls))
+    assert np.array_equal(got, BLOB[150:450]) and calls == [(100, 200), (200, 300),
+                                                            (300, 400), (400, 500)]
+    assert np.array_equal(cache.read("s3://b/x", 1, len(BLOB), 990, 10, _fetcher(calls)),
+                          BLOB[990:])
+    assert calls[-1] == (900, 1000)
+    cache.read("s3://b/x", 1, len(BLOB), 120, 50, _fetcher(calls))
+    assert len(calls) == 5 and cache.hits == 1
+    cache.read("s3://b/x", 2, len(BLOB), 120, 50, _fetcher(calls))  # a new version
+    assert len(calls) == 6
+
+
+def test_least_recently_used_blocks_go_first_and_the_limit_holds(tmp_path):
+    cache, calls = BlockCache(str(tmp_path), limit=300, block_size=100), []
+    for block in (0, 1, 2):
+        cache.read("u", 1, len(BLOB), block * 100, 10, _fetcher(calls))
+    cache.read("u", 1, len(BLOB), 5, 1, _fetcher(calls))  # block 0 used again
+    cache.read("u", 1, len(BLOB), 305, 1, _fetcher(calls))  # block 3: evicts block 1
+    assert cache.size() <= 300
+    n = len(calls)
+    cache.read("u", 1, len(BLOB), 5, 1, _fetcher(calls))
+    assert len(calls) == n  # block 0 stayed
+    cache.read("u", 1, len(BLOB), 105, 1, _fetcher(calls))
+    assert len(calls) == n + 1  # block 1 was evicted
+
+
+def test_a_limit_below_one_block_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="cache_limit=10"):
+        BlockCache(str(tmp_path), limit=10, block_size=100)
