@@ -17,7 +17,8 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
                 world_size: int | None = None, on_error: Literal["raise", "skip"] = "raise",
                 config=None, reference=None,
                 sampling: Literal["uniform", "class_balanced"] = "uniform",
-                min_per_source: int | None = None, **modality_options) -> Loader:
+                min_per_source: int | None = None, log_every: int | None = None,
+                **modality_options) -> Loader:
     """A drop-in iterable of batch dicts; see CONTRACT.md for every option.
 
     `sampling="class_balanced"`: each epoch draws as many samples as the data set holds,
@@ -29,6 +30,8 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
     `config` (DALI backend only): a decode preset name ("default", "throughput",
     "low_memory", "exact"), a path to a preset TOML file, or a mapping of preset keys.
     `reference` (torch backend only): a ReferenceOptions or a mapping of its fields.
+    `log_every=N`: one line of `loader.stats()` per N batches through `logging` (logger
+    "torch_bridge", level INFO).
     Modality options are those `torch_bridge.registry` lists for the modality; any other
     name raises ValueError listing the valid ones.
 
@@ -49,7 +52,8 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
     plan = EpochPlan(len(mod), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
                      rank=rank, world_size=world_size, sampler=sampler)
     engine = _engine(backend, mod, plan, dev, guard, config=config, reference=reference)
-    return Loader(engine, plan, guard, modality=modality, backend=backend)
+    return Loader(engine, plan, guard, modality=modality, backend=backend,
+                  log_every=log_every)
 
 
 def _check_backend_options(backend: str, config, reference) -> None:
