@@ -74,6 +74,7 @@ class LoaderStats:
         self.sizes: np.ndarray | None = None  # bytes per sample index (sample_bytes)
         self.current: PassStats | None = None
         self.last: PassStats | None = None
+        self._ended = _totals(None)  # the passes that ended, summed (see `totals`)
 
     def begin(self, epoch: int, start_batch: int, skipped_mark: int) -> PassStats | None:
         """A pass starts; an unfinished current pass (abandoned, restarted) becomes last.
@@ -95,6 +96,7 @@ class LoaderStats:
             return
         run.t_end, run.finished, run.skipped_end = perf_counter_ns(), finished, skipped_now
         self.last, self.current = run, None
+        self._ended = _totals(run, self._ended)
 
     def batch(self, wait_ns: int) -> None:
         """A batch reached the consumer after `wait_ns` in the engine."""
@@ -127,6 +129,13 @@ class LoaderStats:
             current.depth_last = batches_in_flight
             current.depth_sum += batches_in_flight
 
+    def totals(self) -> dict[str, Any]:
+        """Counts since the loader was made, over every pass (the current one included):
+        `batches`, `samples`, `wait_ms`, `bytes_read`, `stage_ms`. Cheap (no percentiles):
+        differences of two readings give the numbers of the steps between them."""
+        return _totals(self.current, self._ended) if self.current is not None \
+            else dict(self._ended, stage_ms=dict(self._ended["stage_ms"]))
+
     def snapshot(self, skipped_now: int) -> dict[str, Any]:
         """The dict `Loader.stats()` returns: the current pass's numbers at the top level
         (the last pass's when none is in progress), and both under "current" / "last"
@@ -137,7 +146,22 @@ class LoaderStats:
         if top is None:
             top = PassStats(0, 0, skipped_now).summary(skipped_now)
             top.update(wall_s=0.0, samples_per_s=0.0)
-        return {**top, "current": current, "last": last, "enabled": self.enabled}
+        return {**top, "current": current, "last": last, "total": self.totals(),
+                "enabled": self.enabled}
+
+
+def _totals(run: PassStats | None, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`base` (totals) plus the counts of `run`, as a new dict."""
+    out = {"batches": 0, "samples": 0, "wait_ms": 0.0, "bytes_read": 0, "stage_ms": {}} \
+        if base is None else dict(base, stage_ms=dict(base["stage_ms"]))
+    if run is not None:
+        out["batches"] += run.batches
+        out["samples"] += run.samples
+        out["wait_ms"] += run.wait_ns / 1e6
+        out["bytes_read"] += run.bytes_read
+        for stage, ns in run.stages.items():
+            out["stage_ms"][stage] = out["stage_ms"].get(stage, 0.0) + ns / 1e6
+    return out
 
 
 def check_log_every(log_every) -> int | None:
