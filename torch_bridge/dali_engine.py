@@ -175,17 +175,11 @@ class DaliEngine:
             batch = attach_meta({name: dali_to_torch(out, self.device) for name, out
                                  in zip(self.modality.dali_outputs, outputs)},
                                 self.modality, entry.prepared.kept, self.device)
-            self._account(t1 - t0, perf_counter_ns() - t2, entry.prepared.kept)
+            self.stats.add("dali_run", t1 - t0)
+            self.stats.add("transfer", perf_counter_ns() - t2)
+            self.stats.yielded(entry.prepared.kept, len(self._pending))
             yield entry.batch.position, batch
         return None
-
-    def _account(self, run_ns: int, transfer_ns: int, kept: np.ndarray) -> None:
-        """Stage times, queue depth and samples of a batch about to be yielded."""
-        stats = self.stats
-        stats.add("dali_run", run_ns)
-        stats.add("transfer", transfer_ns)
-        stats.depth(len(self._pending))
-        stats.kept(kept)
 
     def _next_entry(self, pipe, epoch: int) -> _Fed | _Failed | None:
         """Take the next entry of `epoch` (its batch scheduled if it has samples), dropping

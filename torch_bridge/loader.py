@@ -127,11 +127,10 @@ class Loader:
         self.epoch, self._consumed = token.epoch + 1, 0
 
     def stats(self) -> dict[str, Any]:
-        """Live statistics of the pass in progress (else the last one): `samples_per_s`,
-        `wait_ms_p50` / `wait_ms_p95` (time a step waited in next()), `batches`,
-        `samples`, `skipped` (samples skipped in the pass), `stage_ms` (time per engine
-        stage, see torch_bridge.stats), `queue_depth`, `bytes_read`, `wall_s`; the same
-        for both passes under "current" and "last" (None when there is none).
+        """Live statistics of the pass in progress (else the last one) at the top level:
+        `samples_per_s`, `wait_ms_p50` / `wait_ms_p95`, `batches`, `skipped`, `stage_ms`,
+        `queue_depth`, `bytes_read`, ...; both passes under "current" and "last", totals
+        since the loader was made under "total" (docs/stats.md).
 
         Returns:
             A new plain dict (JSON-serialisable).

@@ -183,8 +183,7 @@ class TorchEngine:
         stats = self.stats
         stats.add("transfer", t2 - t1)
         stats.add("finish", perf_counter_ns() - t2)
-        stats.depth(getattr(batches, "_tasks_outstanding", 0))
-        stats.kept(kept)
+        stats.yielded(kept, getattr(batches, "_tasks_outstanding", 0))
         return batch
 
     def _failure(self, exc: Exception) -> Exception | None:

@@ -65,7 +65,7 @@ class PassStats:
 class LoaderStats:
     """The current and the last pass of a loader, plus totals since it was made.
 
-    Engines call `add(stage, ns)`, `depth(n)` and `kept(indices)`; the loader calls
+    Engines call `add(stage, ns)` and `yielded(indices, in_flight)`; the loader calls
     `begin`, `batch` and `end`. With `enabled` False every call returns at once (used to measure the cost).
     """
 
@@ -107,27 +107,23 @@ class LoaderStats:
         current.batches += 1
         current.wait_ns += wait_ns
 
-    def kept(self, indices) -> None:
-        """An engine yields a batch of these sample indices (numpy int array or list)."""
+    def yielded(self, indices, in_flight: int) -> None:
+        """An engine yields a batch of these sample indices (numpy int array or list) with
+        `in_flight` batches prepared or running behind it (the queue depth)."""
         current = self.current
         if current is None:
             return
         current.samples += len(indices)
         if self.sizes is not None and len(indices):
             current.bytes_read += int(self.sizes[indices].sum())
+        current.depth_last = in_flight
+        current.depth_sum += in_flight
 
     def add(self, stage: str, ns: int) -> None:
         """Time spent in an engine stage for the current pass."""
         current = self.current
         if current is not None:
             current.stages[stage] = current.stages.get(stage, 0) + ns
-
-    def depth(self, batches_in_flight: int) -> None:
-        """The engine's queue depth (batches prepared or running ahead) at a batch."""
-        current = self.current
-        if current is not None:
-            current.depth_last = batches_in_flight
-            current.depth_sum += batches_in_flight
 
     def totals(self) -> dict[str, Any]:
         """Counts since the loader was made, over every pass (the current one included):
