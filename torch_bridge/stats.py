@@ -142,8 +142,13 @@ class LoaderStats:
         if top is None:
             top = PassStats(0, 0, skipped_now).summary(skipped_now)
             top.update(wall_s=0.0, samples_per_s=0.0)
-        return {**top, "current": current, "last": last, "total": self.totals(),
-                "enabled": self.enabled}
+        out = {**top, "current": current, "last": last, "total": self.totals(),
+               "enabled": self.enabled}
+        if self.sizes is None:  # not known for this source: None, not a count of 0
+            for part in (out, current, last, out["total"]):
+                if part is not None:
+                    part["bytes_read"] = None
+        return out
 
 
 def _totals(run: PassStats | None, base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -177,7 +182,9 @@ def format_line(stats: dict[str, Any]) -> str:
     return (f"epoch {stats['epoch']} batch {stats['start_batch'] + stats['batches']}: "
             f"{stats['samples_per_s']:.1f} samples/s, wait p50 {stats['wait_ms_p50']:.2f} ms "
             f"p95 {stats['wait_ms_p95']:.2f} ms, skipped {stats['skipped']}, queue depth "
-            f"{stats['queue_depth']}, read {stats['bytes_read'] / 2**20:.1f} MiB"
+            f"{stats['queue_depth']}"
+            + (f", read {stats['bytes_read'] / 2**20:.1f} MiB"
+               if stats["bytes_read"] is not None else "")
             + (f", stages {stages}" if stages else ""))
 
 
@@ -196,7 +203,8 @@ def write_tensorboard(writer, stats: dict[str, Any], step: int, *,
     """
     for key in ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "batches", "skipped",
                 "queue_depth", "bytes_read"):
-        writer.add_scalar(f"{prefix}/{key}", float(stats[key]), step)
+        if stats[key] is not None:  # bytes_read: None where the source lists no sizes
+            writer.add_scalar(f"{prefix}/{key}", float(stats[key]), step)
     for stage, ms in stats["stage_ms"].items():
         writer.add_scalar(f"{prefix}/stage_ms/{stage}", float(ms), step)
 

@@ -94,7 +94,8 @@ def _timed_steps(loader, stream, step, args, sync, on_step) -> dict:
         on_step(i + 1)
     return {"wait_s": waits, "compute_s": computes, "moved": moved,
             "samples": last["samples"] - start["samples"],
-            "bytes_read": last["bytes_read"] - start["bytes_read"],
+            "bytes_read": None if last["bytes_read"] is None
+            else last["bytes_read"] - start["bytes_read"],
             "stage_ms": {k: round(v - start["stage_ms"].get(k, 0.0), 3)
                          for k, v in last["stage_ms"].items()}}
 
@@ -114,7 +115,8 @@ def _evidence(args, device: str, loop: dict, res, disk, engines, cores) -> Evide
         transfer_mb_s=loop["moved"] / 2**20 / res.wall if args.backend == "torch" else None,
         gpu_util_percent=res.gpu_util_percent, decoder_util_percent=engines.mean("decoder"),
         jpeg_util_percent=engines.mean("jpeg"), backend=args.backend, device=device,
-        stage_ms=loop["stage_ms"], bytes_read_mb_s=loop["bytes_read"] / 2**20 / res.wall)
+        stage_ms=loop["stage_ms"], bytes_read_mb_s=None if loop["bytes_read"] is None
+        else loop["bytes_read"] / 2**20 / res.wall)
 
 
 def measure(args, data, device: str) -> tuple[Evidence, dict]:

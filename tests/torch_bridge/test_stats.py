@@ -82,6 +82,8 @@ def test_second_pass_and_resume_keep_current_and_last_apart(image_folder, backen
     assert stats["current"]["epoch"] == 1 and stats["current"]["batches"] == 2
     assert stats["last"]["epoch"] == 0 and stats["last"]["batches"] == len(loader)
     assert stats["batches"] == 2  # the top level is the pass in progress
+    assert stats["total"]["batches"] == len(loader) + 2
+    assert stats["total"]["samples"] == 37 + stats["samples"]
     del it
     resumed = _loader(image_folder, backend)
     resumed.load_state_dict(state)
@@ -124,3 +126,12 @@ def test_the_wait_ring_is_bounded_and_disabled_counts_nothing():
     off.add("feed", 5)
     assert off.snapshot(0)["batches"] == 0 and off.snapshot(0)["current"] is None
     assert np.isfinite(off.snapshot(0)["samples_per_s"])
+
+
+def test_bytes_read_is_none_where_the_source_lists_no_sizes(tiny_data):
+    data = tiny_data("hyperspectral")
+    loader = data.loader("dali")
+    batches = list(loader)
+    stats = loader.stats()
+    assert stats["bytes_read"] is None and stats["total"]["bytes_read"] is None
+    assert stats["batches"] == len(batches) == len(loader) and stats["samples_per_s"] > 0
