@@ -12,10 +12,10 @@ import torch
 from torch_bridge.errors import SampleGuard, Skipped
 from torch_bridge.plan import EpochPlan
 from torch_bridge.protocols import Engine
-from torch_bridge.stats import (LoaderStats, check_log_every, format_line, logger,
-                                sample_bytes)
 from torch_bridge.state import (STATE_VERSION, fingerprint, order_differences, read_state,
                                 resume_point)
+from torch_bridge.stats import (LoaderStats, check_log_every, format_line, logger,
+                                sample_bytes)
 
 
 class Loader:
