@@ -28,6 +28,7 @@ import itertools
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from time import perf_counter_ns
 from typing import Iterator, Union
 
 import numpy as np
@@ -41,6 +42,7 @@ from torch_bridge.feeders import FeedPool, FeedWindow, PlanBatch, Prepared
 from torch_bridge.autoworkers import auto_workers, start_feed_pool
 from torch_bridge.modalities.base import SourceModality
 from torch_bridge.protocols import BatchPlan, DaliFeed
+from torch_bridge.stats import LoaderStats
 from torch_bridge.transfer import attach_meta, dali_to_torch
 
 
@@ -87,6 +89,7 @@ class DaliEngine:
         self._stream: Iterator[PlanBatch] = iter(())  # plan batches still to prepare
         self._pool: FeedPool | None = None  # feed workers (config.py_num_workers > 0)
         self._window: FeedWindow | None = None
+        self.stats = LoaderStats(enabled=False)  # the Loader's, once it has one
 
     def build(self):
         """The pipeline, built on first use and kept across passes."""
@@ -163,18 +166,24 @@ class DaliEngine:
                 self.guard.record(entry.prepared.skips)
                 yield entry.batch.position, None
                 continue
+            t0 = perf_counter_ns()
             try:
                 outputs = pipe.outputs()
             except Exception as exc:  # DALI raises RuntimeError subclasses; keep the cause
                 self._reset()
                 self._blame(entry, exc)
                 return entry.batch.position
+            t1 = perf_counter_ns()
             self._top_up(pipe)  # the next batch runs while this one is consumed
             self.guard.record(entry.prepared.skips)
-            batch = {name: dali_to_torch(out, self.device)
-                     for name, out in zip(self.modality.dali_outputs, outputs)}
-            yield entry.batch.position, attach_meta(batch, self.modality,
-                                                    entry.prepared.kept, self.device)
+            t2 = perf_counter_ns()
+            batch = attach_meta({name: dali_to_torch(out, self.device) for name, out
+                                 in zip(self.modality.dali_outputs, outputs)},
+                                self.modality, entry.prepared.kept, self.device)
+            self.stats.add("dali_run", t1 - t0)
+            self.stats.add("transfer", perf_counter_ns() - t2)
+            self.stats.yielded(entry.prepared.kept, len(self._pending))
+            yield entry.batch.position, batch
         return None
 
     def _next_entry(self, pipe, epoch: int) -> _Fed | _Failed | None:
@@ -239,7 +248,9 @@ class DaliEngine:
         while sum(1 for e in self._pending if not isinstance(e, _Padding)) < depth:
             if self._pending and isinstance(self._pending[-1], _Failed):
                 return  # nothing after a failure is yielded: prepare no further
+            t0 = perf_counter_ns()
             taken = self._take_prepared()
+            self.stats.add("feed", perf_counter_ns() - t0)
             if taken is None:
                 return
             batch, outcome = taken

@@ -25,7 +25,8 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
                 config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
                 reference: ReferenceOptions | Mapping[str, Any] | None = None,
                 sampling: Literal["uniform", "class_balanced"] = "uniform",
-                min_per_source: int | None = None, **modality_options: Any) -> Loader:
+                min_per_source: int | None = None, log_every: int | None = None,
+                **modality_options: Any) -> Loader:
     """A drop-in iterable of batch dicts (`dict[str, torch.Tensor]`) for a training loop.
 
     Every option is checked when the loader is made: a value of the wrong type
@@ -59,6 +60,8 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
         min_per_source: with `data` a list of folders, every batch on every rank holds at
             least that many samples of each source. Like class_balanced sampling it is
             deterministic under (seed, epoch), resumes exactly and repeats samples.
+        log_every: one line of `loader.stats()` per N batches through `logging` (logger
+            "torch_bridge", level INFO); None: no lines.
         **modality_options: the options `torch_bridge.registry` lists for the modality
             (e.g. image: size, train, max_pixels, image_column, label_column); any other
             name is a ValueError listing the valid ones.
@@ -88,7 +91,8 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
     plan = EpochPlan(len(mod), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
                      rank=rank, world_size=world_size, sampler=sampler)
     engine = _engine(backend, mod, plan, dev, guard, config=config, reference=reference)
-    return Loader(engine, plan, guard, modality=modality, backend=backend)
+    return Loader(engine, plan, guard, modality=modality, backend=backend,
+                  log_every=log_every)
 
 
 def _check_backend_options(backend: str, config: object, reference: object) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from time import perf_counter_ns
 from typing import Any, Iterator
 
 import torch
@@ -13,6 +14,8 @@ from torch_bridge.plan import EpochPlan
 from torch_bridge.protocols import Engine
 from torch_bridge.state import (STATE_VERSION, fingerprint, order_differences, read_state,
                                 resume_point)
+from torch_bridge.stats import (LoaderStats, check_log_every, format_line, logger,
+                                sample_bytes)
 
 
 class Loader:
@@ -28,8 +31,11 @@ class Loader:
     """
 
     def __init__(self, engine: Engine, plan: EpochPlan, guard: SampleGuard, *, modality: str,
-                 backend: str):
+                 backend: str, log_every: int | None = None):
         self._engine, self.plan, self._guard = engine, plan, guard
+        self._stats, self.log_every = LoaderStats(), check_log_every(log_every)
+        self._stats.sizes = sample_bytes(getattr(engine, "modality", None))
+        engine.stats = self._stats  # the engines add their stage times to it
         self.modality, self.backend = modality, backend
         self.epoch = 0
         self._consumed = 0  # plan batches consumed in the current pass
@@ -111,19 +117,46 @@ class Loader:
         return generator
 
     def _run(self, token: "_Pass") -> Iterator[dict[str, torch.Tensor]]:
-        for position, batch in self._engine.iterate(token.epoch, token.start):
-            self._consumed = position + 1
-            if batch is not None:
-                self._template = {k: (v.dtype, v.shape[1:], v.device) for k, v in batch.items()}
+        stats, log_every = self._stats, self.log_every
+        run = stats.begin(token.epoch, token.start, len(self._guard.skipped))
+        finished = False
+        try:
+            stream = self._engine.iterate(token.epoch, token.start)
+            t0 = perf_counter_ns()
+            for position, batch in stream:
+                self._consumed = position + 1
+                if batch is None and self.plan.world_size == 1:
+                    continue  # every sample skipped: left out; its wait goes to the next
+                if batch is not None:
+                    self._template = {k: (v.dtype, v.shape[1:], v.device)
+                                      for k, v in batch.items()}
+                else:
+                    batch = self._empty_batch()
+                stats.batch(perf_counter_ns() - t0)
+                if log_every and run is not None and run.batches % log_every == 0:
+                    logger.info(format_line(self.stats()))
                 yield batch
-            elif self.plan.world_size > 1:
-                yield self._empty_batch()
-            if self._live_pass is not token:
-                raise RuntimeError(
-                    f"this iterator over the loader was superseded: iter(loader) was called "
-                    f"again while it was live, which restarted epoch {token.epoch}; use one "
-                    f"iterator per pass")
+                t0 = perf_counter_ns()
+                if self._live_pass is not token:
+                    raise RuntimeError(
+                        f"this iterator over the loader was superseded: iter(loader) was "
+                        f"called again while it was live, which restarted epoch "
+                        f"{token.epoch}; use one iterator per pass")
+            finished = True
+        finally:
+            stats.end(run, len(self._guard.skipped), finished=finished)
         self.epoch, self._consumed = token.epoch + 1, 0
+
+    def stats(self) -> dict[str, Any]:
+        """Live statistics of the pass in progress (else the last one) at the top level:
+        `samples_per_s`, `wait_ms_p50` / `wait_ms_p95`, `batches`, `skipped`, `stage_ms`,
+        `queue_depth`, `bytes_read`, ...; both passes under "current" and "last", totals
+        since the loader was made under "total" (docs/stats.md).
+
+        Returns:
+            A new plain dict (JSON-serialisable).
+        """
+        return self._stats.snapshot(len(self._guard.skipped))
 
     def _empty_batch(self) -> dict[str, torch.Tensor]:
         """Every field of this loader's batches with batch dimension 0: shapes from the

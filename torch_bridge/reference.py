@@ -8,6 +8,7 @@ article's knobs are options: `num_workers`, `prefetch_factor`, `persistent_worke
 from __future__ import annotations
 
 from dataclasses import dataclass
+from time import perf_counter_ns
 from typing import Iterator
 
 import torch
@@ -17,6 +18,7 @@ from torch_bridge import collate
 from torch_bridge.errors import SampleError, SampleGuard, SharedMemoryError, Skipped
 from torch_bridge.plan import EpochPlan
 from torch_bridge.protocols import Modality
+from torch_bridge.stats import LoaderStats
 from torch_bridge.transfer import attach_meta
 from torch_bridge.workers import dead_workers, shm_advice, start_workers, stop_workers
 
@@ -131,6 +133,7 @@ class TorchEngine:
         import torchvision.io  # noqa: F401
         import torchvision.transforms.v2.functional  # noqa: F401
         self.sampler = _PlanBatchSampler(plan)
+        self.stats = LoaderStats(enabled=False)  # the Loader's, once it has one
         pin = options.pin_memory if options.pin_memory is not None else device.type == "cuda"
         workers = options.num_workers
         self.loader = DataLoader(
@@ -145,8 +148,13 @@ class TorchEngine:
 
     def iterate(self, epoch: int, start: int) -> Iterator[tuple[int, dict | None]]:
         self.sampler.epoch, self.sampler.start = epoch, start
+        stats = self.stats
         try:
-            for position, (kept, stacked, skipped) in enumerate(start_workers(self.loader), start):
+            batches = start_workers(self.loader)
+            t0 = perf_counter_ns()
+            for position, (kept, stacked, skipped) in enumerate(batches, start):
+                t1 = perf_counter_ns()
+                stats.add("fetch", t1 - t0)
                 self._record(skipped)
                 if isinstance(stacked, SharedMemoryError):
                     raise shm_advice(stacked, self.loader.num_workers) from stacked
@@ -155,16 +163,28 @@ class TorchEngine:
                                       index=stacked.index, path=stacked.path) from stacked
                 if stacked is None:
                     yield position, None
+                    t0 = perf_counter_ns()
                     continue
-                batch = {k: v.to(self.device, non_blocking=True) for k, v in stacked.items()}
-                yield position, attach_meta(self.modality.finish(batch), self.modality, kept,
-                                            self.device)
+                yield position, self._finish(batches, stacked, kept, t1)
+                t0 = perf_counter_ns()
         except Exception as exc:
             failure = self._failure(exc)  # (before the workers are stopped and forgotten)
             stop_workers(self.loader)
             if failure is None:
                 raise
             raise failure from exc
+
+    def _finish(self, batches, stacked: dict, kept: list[int], t1: int) -> dict:
+        """The batch on the device, finished, with its metadata; its stage times, queue
+        depth (batches the workers hold or prepare) and samples go to the stats."""
+        batch = {k: v.to(self.device, non_blocking=True) for k, v in stacked.items()}
+        t2 = perf_counter_ns()
+        batch = attach_meta(self.modality.finish(batch), self.modality, kept, self.device)
+        stats = self.stats
+        stats.add("transfer", t2 - t1)
+        stats.add("finish", perf_counter_ns() - t2)
+        stats.yielded(kept, getattr(batches, "_tasks_outstanding", 0))
+        return batch
 
     def _failure(self, exc: Exception) -> Exception | None:
         """What to raise instead of `exc` from the DataLoader, or None to raise it as it is:

@@ -45,6 +45,8 @@ class Evidence:
     jpeg_util_percent: float | None = None
     backend: str = "dali"
     device: str = "cpu"
+    stage_ms: dict[str, float] = field(default_factory=dict)  # loader.stats() stages, summed
+    bytes_read_mb_s: float | None = None  # sample bytes the loader read (its counters)
 
     @property
     def machine_cpu_percent(self) -> float:

@@ -71,22 +71,33 @@ def build_loader(args, data, device: str):
                        batch_size=args.batch_size, device=device, **extra)
 
 
-def _timed_steps(stream, step, args, sync, on_step) -> dict:
+def _timed_steps(loader, stream, step, args, sync, on_step) -> dict:
+    """Run the timed steps. Each step's data wait is the loader's own counter of it
+    (`loader.stats()["total"]["wait_ms"]`, the time in the engine), plus, on a GPU, the
+    synchronisation after next() (the batch's asynchronous copy, which the counters do not
+    see); samples, bytes read and time per stage come from the same counters."""
     from bench.metrics import worker_transfer_bytes
-    waits, computes, moved, samples = [], [], 0, 0
+    waits, computes, moved = [], [], 0
+    start = last = loader.stats()["total"]
     for i in range(args.steps):
-        t0 = time.perf_counter()
         batch = next(stream)
+        t0 = time.perf_counter()
         sync()
         t1 = time.perf_counter()
         step(batch)
         sync()
-        waits.append(t1 - t0)
         computes.append(time.perf_counter() - t1)
-        samples += len(batch["index"])
+        now = loader.stats()["total"]
+        waits.append((now["wait_ms"] - last["wait_ms"]) / 1e3 + (t1 - t0))
+        last = now
         moved += worker_transfer_bytes(batch) if args.backend == "torch" else 0
         on_step(i + 1)
-    return {"wait_s": waits, "compute_s": computes, "moved": moved, "samples": samples}
+    return {"wait_s": waits, "compute_s": computes, "moved": moved,
+            "samples": last["samples"] - start["samples"],
+            "bytes_read": None if last["bytes_read"] is None
+            else last["bytes_read"] - start["bytes_read"],
+            "stage_ms": {k: round(v - start["stage_ms"].get(k, 0.0), 3)
+                         for k, v in last["stage_ms"].items()}}
 
 
 def _evidence(args, device: str, loop: dict, res, disk, engines, cores) -> Evidence:
@@ -103,7 +114,9 @@ def _evidence(args, device: str, loop: dict, res, disk, engines, cores) -> Evide
         disk_ceiling_mb_s=args.disk_ceiling, loader_read_mb_s=disk.loader_read_mb_s,
         transfer_mb_s=loop["moved"] / 2**20 / res.wall if args.backend == "torch" else None,
         gpu_util_percent=res.gpu_util_percent, decoder_util_percent=engines.mean("decoder"),
-        jpeg_util_percent=engines.mean("jpeg"), backend=args.backend, device=device)
+        jpeg_util_percent=engines.mean("jpeg"), backend=args.backend, device=device,
+        stage_ms=loop["stage_ms"], bytes_read_mb_s=None if loop["bytes_read"] is None
+        else loop["bytes_read"] / 2**20 / res.wall)
 
 
 def measure(args, data, device: str) -> tuple[Evidence, dict]:
@@ -129,7 +142,7 @@ def measure(args, data, device: str) -> tuple[Evidence, dict]:
         cores0 = psutil.cpu_times(percpu=True)
         with ResourceSampler(gpu_index=gpu) as res, DiskSampler(data) as disk, \
                 EngineSampler(gpu) as engines:
-            loop = _timed_steps(stream, step, args, sync,
+            loop = _timed_steps(loader, stream, step, args, sync,
                                 lambda done: progress.update(task, completed=done))
         cores = per_core_busy(cores0, psutil.cpu_times(percpu=True))
     ev = _evidence(args, device, loop, res, disk, engines, cores)

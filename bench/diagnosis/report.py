@@ -15,6 +15,10 @@ def _disk_rows(ev: dict) -> list[tuple[str, str]]:
             ("disk busy", _fmt(ev["disk_util_percent"], "%", 0))]
 
 
+def _stages(stage_ms: dict) -> str:
+    return " ".join(f"{k} {v:,.0f} ms" for k, v in stage_ms.items()) or "not measured"
+
+
 def _rows(ev: dict) -> list[tuple[str, str]]:
     transfer = _fmt(ev["transfer_mb_s"], " MB/s", 2) if ev["transfer_mb_s"] is not None \
         else "none (no worker processes)"
@@ -26,6 +30,8 @@ def _rows(ev: dict) -> list[tuple[str, str]]:
             ("loader process tree CPU", _fmt(ev["process_cpu_percent"], "%", 0)),
             *_disk_rows(ev),
             ("loader reads from storage", _fmt(ev.get("loader_read_mb_s"), " MB/s")),
+            ("sample bytes read (loader.stats)", _fmt(ev.get("bytes_read_mb_s"), " MB/s")),
+            ("time per stage (loader.stats)", _stages(ev.get("stage_ms") or {})),
             ("worker->main transfer", transfer),
             ("GPU busy", _fmt(ev["gpu_util_percent"], "%", 0)),
             ("video decoder / JPEG engine", f"{_fmt(ev['decoder_util_percent'], '%', 0)} / "
