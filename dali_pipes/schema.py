@@ -44,6 +44,7 @@ def _scalars(dtype: str, *names: str) -> tuple[Input, ...]:
 
 IMAGE_INPUTS = (Input("jpegs", "uint8", 1), Input("anchor", "int32", 1),
                 Input("shape", "int32", 1), *_scalars("int32", "mirror"))
+IMAGE_VFLIP_INPUT = Input("vflip", "int32", 0)  # only when the recipe asks for vertical flips
 VIDEO_INPUTS = (Input("video", "uint8", 1), Input("decoded", "uint8", 4, "FHWC"),
                 *_scalars("bool", "use_dali"),
                 *_scalars("int32", "start_frame", "sequence_length", "stride", "mirror"),
@@ -79,6 +80,8 @@ IMAGE = {
     "label": ("int64", "B"),
     "index": ("int64", "B"),
 }
+# With mixup, cutmix or label smoothing, image batches also hold soft targets, rows summing to 1.
+TARGET = {"target": ("float32", "BC")}  # C: num_classes
 HYPERSPECTRAL = {
     "cube": ("float32", "BCHW"),  # C: the selected bands
     "label": ("int64", "B"),  # label map value minus 1

@@ -36,6 +36,8 @@ class Loader:
         # The listing is fixed at construction: hash it once, not on every state_dict().
         self._order = _order_spec(plan, getattr(engine, "modality", None), modality)
         self._fingerprint = _fingerprint(self._order)
+        # Batch-level work shared by both backends (image recipes: mixing, output format).
+        self._after = getattr(getattr(engine, "modality", None), "after_batch", None)
         # A loader dropped without close() still stops its workers / pipeline (also at exit).
         self._finalizer = weakref.finalize(self, _close_engine, engine)
 
@@ -67,7 +69,7 @@ class Loader:
         for position, batch in self._engine.iterate(epoch, start):
             self._consumed = position + 1
             if batch is not None:
-                yield batch
+                yield batch if self._after is None else self._after(batch, epoch, position)
             elif self.plan.world_size > 1:
                 warnings.warn(
                     f"rank {self.plan.rank}: every sample of batch {position} of epoch {epoch} "

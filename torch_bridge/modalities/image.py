@@ -4,33 +4,54 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dali_pipes.augment import image_params
+from dali_pipes.augment import recipe_params
+from dali_pipes.mixing import mix_params
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.recipes import IMAGENET_MEAN, IMAGENET_STD, check_num_classes, image_recipe
 from dali_pipes.sources.image import ImageFolderSource
 from torch_bridge.errors import SampleGuard
+from torch_bridge.mixing import mix_batch
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
+
+_INTERP = {"bilinear": "BILINEAR", "bicubic": "BICUBIC", "lanczos": "LANCZOS",
+           "nearest": "NEAREST"}
 
 
 class ImageModality(SourceModality):
-    """Options: `size` (output side, default 224) and `train` (random resized crop + flip,
-    default True; False: resize shorter side to size/0.875 and crop the centre)."""
+    """Options: `size` (an int or (H, W), default 224) and `train` (random resized crop +
+    flip, default True; False: resize shorter side to max(size) / crop_pct and crop the
+    centre), plus the recipe options of CONTRACT.md "Image options" (validated by
+    `dali_pipes.recipes.image_recipe`): scale, ratio, interpolation, crop_pct, mean, std,
+    hflip, vflip, dtype, memory_format, mixup, cutmix, mix_prob, switch_prob, mix_mode,
+    label_smoothing, num_classes."""
 
     name = "image"
     dali_outputs = image_graph.OUTPUTS
 
-    def __init__(self, data, *, seed: int, size: int = 224, train: bool = True):
-        if not isinstance(size, int) or size <= 0:
-            raise ValueError(f"size must be a positive int, got {size!r}")
+    def __init__(self, data, *, seed: int, size=224, train: bool = True,
+                 scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), interpolation="bilinear",
+                 crop_pct=0.875, mean=IMAGENET_MEAN, std=IMAGENET_STD, hflip=0.5, vflip=0.0,
+                 dtype="float32", memory_format="contiguous", mixup=0.0, cutmix=0.0,
+                 mix_prob=1.0, switch_prob=0.5, mix_mode="batch", label_smoothing=0.0,
+                 num_classes=None):
+        self.recipe = image_recipe(
+            size=size, train=train, scale=scale, ratio=ratio, interpolation=interpolation,
+            crop_pct=crop_pct, mean=mean, std=std, hflip=hflip, vflip=vflip, dtype=dtype,
+            memory_format=memory_format, mixup=mixup, cutmix=cutmix, mix_prob=mix_prob,
+            switch_prob=switch_prob, mix_mode=mix_mode, label_smoothing=label_smoothing,
+            num_classes=num_classes)
         self._set_source(ImageFolderSource(data), data)
         self.seed, self.size, self.train = seed, size, train
+        self.num_classes = check_num_classes(self.recipe, self.source.labels) \
+            if self.recipe.mixing else None
 
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
-        return image_graph.build_image_pipeline(device=device, batch_size=batch_size,
-                                                size=self.size, config=config,
-                                                device_id=device_id)
+        return image_graph.build_image_pipeline(
+            device=device, batch_size=batch_size, size=self.recipe.size[0], config=config,
+            device_id=device_id, recipe=self.recipe)
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, list[np.ndarray]], np.ndarray]:
@@ -41,34 +62,88 @@ class ImageModality(SourceModality):
             return {}, kept_arr
         datas = [data for data, _ in got]
         hw = np.asarray([size for _, size in got], dtype=np.int64)
-        windows, flip = image_params(self.seed, epoch, aug_keys(indices, keys)[kept],
-                                     hw[:, 0], hw[:, 1], size=self.size, train=self.train)
+        windows, flip, vflip = recipe_params(self.seed, epoch, aug_keys(indices, keys)[kept],
+                                             hw[:, 0], hw[:, 1], self.recipe)
         windows = windows.astype(np.int32)
         # Fixed-size inputs go in as one dense array each: DALI takes the first axis as
         # the batch, which saves converting B small arrays per input.
-        return {"jpegs": datas, "anchor": np.ascontiguousarray(windows[:, :2]),
-                "shape": np.ascontiguousarray(windows[:, 2:]),
-                "mirror": flip.astype(np.int32)}, kept_arr
+        out = {"jpegs": datas, "anchor": np.ascontiguousarray(windows[:, :2]),
+               "shape": np.ascontiguousarray(windows[:, 2:]),
+               "mirror": flip.astype(np.int32)}
+        if self.recipe.vflip > 0:
+            out["vflip"] = vflip.astype(np.int32)
+        return out, kept_arr
 
     # torch reference backend ----------------------------------------------------------
     def load(self, epoch: int, index: int, key: int | None = None
              ) -> dict[str, torch.Tensor]:
-        """One sample decoded and cropped with torchvision: uint8 (3, size, size)."""
+        """One sample decoded and cropped with torchvision: uint8 (3, H, W)."""
         from torchvision.io import ImageReadMode, decode_jpeg
         from torchvision.transforms.v2 import functional as F
 
         data, (h, w) = self.source.read_checked(index)
-        windows, flip = image_params(self.seed, epoch, aug_keys(index, key), np.array([h]),
-                                     np.array([w]), size=self.size, train=self.train)
+        windows, flip, vflip = recipe_params(self.seed, epoch, aug_keys(index, key),
+                                             np.array([h]), np.array([w]), self.recipe)
         image = decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
         top, left, ch, cw = windows[0].tolist()
-        image = F.resized_crop(image, top, left, ch, cw, [self.size, self.size],
-                               interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+        mode = getattr(F.InterpolationMode, _INTERP[self.recipe.interpolation])
+        image = F.resized_crop(image, top, left, ch, cw, list(self.recipe.size),
+                               interpolation=mode, antialias=mode != F.InterpolationMode.NEAREST)
+        if vflip[0]:
+            image = image.flip(-2)
         if flip[0]:
             image = image.flip(-1)
         return {"image": image}
 
     def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Batch-level work on the target device: uint8 -> normalized float32."""
-        batch["image"] = normalize_pixels(batch["image"])
+        """Batch-level work on the target device: uint8 -> what the DALI graph returns
+        (normalized float32 CHW by default; see `_finish_recipe`)."""
+        if self.recipe.is_default_graph:
+            batch["image"] = normalize_pixels(batch["image"])
+        else:
+            batch["image"] = self._finish_recipe(batch["image"])
+        return batch
+
+    def _finish_recipe(self, pixels: torch.Tensor) -> torch.Tensor:
+        """uint8 (B, 3, H, W) -> the recipe graph's output: HWC for channels_last, float16
+        or float32 (bfloat16 is cast later, as on DALI), uint8 as is."""
+        recipe = self.recipe
+        if recipe.memory_format == "channels_last":
+            pixels = pixels.permute(0, 2, 3, 1).contiguous()
+            shape = (1, 1, 1, 3)
+        else:
+            shape = (1, 3, 1, 1)
+        if not recipe.normalize:
+            return pixels
+        mean, std = (torch.tensor(v, device=pixels.device).view(shape)
+                     for v in recipe.pixel_mean_std())
+        out = (pixels.float() - mean) / std
+        return out.half() if recipe.dtype == "float16" else out
+
+    # both backends ---------------------------------------------------------------------
+    def after_batch(self, batch: dict[str, torch.Tensor], epoch: int, position: int
+                    ) -> dict[str, torch.Tensor]:
+        """The Loader's last step on both backends: layout view (HWC -> channels_last),
+        batch mixing and soft targets, bfloat16 cast. A no-op at the default recipe.
+
+        Args:
+            batch: the engine's batch (graph outputs and meta, on the device).
+            epoch, position: the plan's epoch and batch position (mixing draws from them).
+
+        Returns:
+            The batch, with "target" when the recipe mixes or smooths labels.
+        """
+        recipe = self.recipe
+        image = batch["image"]
+        if recipe.memory_format == "channels_last" and image.dim() == 4:
+            image = image.permute(0, 3, 1, 2)  # a view: (B, 3, H, W) in channels_last
+        if recipe.mixing:
+            params = mix_params(self.seed, epoch, position, image.shape[0], image.shape[-2],
+                                image.shape[-1], recipe)
+            image, batch["target"] = mix_batch(image, batch["label"], params,
+                                               num_classes=self.num_classes,
+                                               smoothing=recipe.label_smoothing)
+        if recipe.dtype == "bfloat16":
+            image = image.to(torch.bfloat16)
+        batch["image"] = image
         return batch
