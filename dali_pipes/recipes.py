@@ -9,7 +9,7 @@ exactly today's (no operator is added unless an option asks for it).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from numbers import Real
 
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
@@ -44,6 +44,10 @@ class ImageRecipe:
     mix_mode: str = "batch"
     label_smoothing: float = 0.0
     num_classes: int | None = None
+    erasing: float = 0.0
+    erasing_scale: tuple[float, float] = (0.02, 1 / 3)
+    erasing_ratio: tuple[float, float] = (0.3, 3.3)
+    erasing_value: float | str = 0.0  # a constant (normalized units) or "random"
 
     @property
     def normalize(self) -> bool:
@@ -68,6 +72,9 @@ class ImageRecipe:
         mean = self.mean * CHANNELS if len(self.mean) == 1 else self.mean
         std = self.std * CHANNELS if len(self.std) == 1 else self.std
         return tuple(m * 255 for m in mean), tuple(s * 255 for s in std)
+
+
+RECIPE_OPTIONS = frozenset(f.name for f in fields(ImageRecipe))  # make_loader option names
 
 
 def _fail(name: str, value, allowed: str):
@@ -125,13 +132,14 @@ def _choice(name: str, value, allowed: tuple[str, ...]) -> str:
 def image_recipe(*, size=224, train=True, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
                  interpolation="bilinear", crop_pct=0.875, mean=IMAGENET_MEAN,
                  std=IMAGENET_STD, hflip=0.5, vflip=0.0, dtype="float32",
-                 memory_format="contiguous", **mixing) -> ImageRecipe:
+                 memory_format="contiguous", **batch) -> ImageRecipe:
     """A validated `ImageRecipe` from make_loader's image options.
 
     Args:
         size .. memory_format: the basic transform and output format (CONTRACT.md).
-        **mixing: mixup, cutmix, mix_prob, switch_prob, mix_mode, label_smoothing,
-            num_classes (see `_mixing`).
+        **batch: erasing, erasing_scale, erasing_ratio, erasing_value (random erasing after
+            normalisation), mixup, cutmix, mix_prob, switch_prob, mix_mode,
+            label_smoothing, num_classes (batch mixing).
 
     Returns:
         The frozen recipe; ValueError naming option, value and allowed range otherwise.
@@ -146,7 +154,23 @@ def image_recipe(*, size=224, train=True, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3
         hflip=_number("hflip", hflip, 0.0, 1.0), vflip=_number("vflip", vflip, 0.0, 1.0),
         dtype=_choice("dtype", dtype, DTYPES),
         memory_format=_choice("memory_format", memory_format, MEMORY_FORMATS),
-        **_mixing(**mixing))
+        **_batch_options(dtype, **batch))
+
+
+def _batch_options(dtype, *, erasing=0.0, erasing_scale=(0.02, 1 / 3),
+                   erasing_ratio=(0.3, 3.3), erasing_value=0.0, **mixing) -> dict:
+    """The options applied to whole batches: random erasing and mixing."""
+    p = _number("erasing", erasing, 0.0, 1.0)
+    if p > 0 and dtype == "uint8":
+        _fail("erasing", erasing, "0 with dtype='uint8' (erasing follows normalisation)")
+    if erasing_value != "random":
+        _number("erasing_value", erasing_value, -math.inf, math.inf, lo_open=True,
+                hi_open=True)
+    return dict(erasing=p,
+                erasing_scale=_pair("erasing_scale", erasing_scale, 0.0, 1.0, lo_open=True),
+                erasing_ratio=_pair("erasing_ratio", erasing_ratio, 0.0, math.inf,
+                                    lo_open=True),
+                erasing_value=erasing_value, **_mixing(**mixing))
 
 
 def _mixing(*, mixup=0.0, cutmix=0.0, mix_prob=1.0, switch_prob=0.5, mix_mode="batch",

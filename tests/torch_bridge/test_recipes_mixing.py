@@ -96,9 +96,13 @@ def test_label_smoothing_alone(image_folder):
     assert torch.equal(batch["image"], plain["image"])
 
 
+RESUMED = [dict(**MIX, mix_mode="elem", dtype="uint8", memory_format="channels_last"),
+           dict(cutmix=1.0, erasing=0.5, erasing_value="random", dtype="bfloat16")]
+
+
 @pytest.mark.parametrize("backend", ["dali", "torch"])
-def test_resume_mid_epoch_reproduces_mixed_batches(image_folder, backend):
-    opts = dict(**MIX, mix_mode="elem", dtype="uint8", memory_format="channels_last")
+@pytest.mark.parametrize("opts", RESUMED, ids=["mix-uint8-cl", "cutmix-erasing-bf16"])
+def test_resume_mid_epoch_reproduces_mixed_batches(image_folder, backend, opts):
     full = _loader(image_folder, backend, **opts)
     want = _copies(full) + _copies(full)
     first = _loader(image_folder, backend, **opts)
@@ -113,4 +117,44 @@ def test_resume_mid_epoch_reproduces_mixed_batches(image_folder, backend):
         assert g.keys() == w.keys()
         for name in w:
             assert torch.equal(g[name], w[name]), name
-    assert got[0]["image"].is_contiguous(memory_format=torch.channels_last)
+    assert got[0]["image"].dtype == getattr(torch, opts["dtype"])
+
+
+def test_erase_boxes_follow_torchvision_semantics():
+    from dali_pipes.erasing import erase_boxes
+    boxes = erase_boxes(0, 0, np.arange(2000), 32, 48, p=0.5, scale=(0.02, 0.33),
+                        ratio=(0.3, 3.3))
+    erased = boxes[:, 2] > 0
+    assert 0.45 < erased.mean() < 0.55
+    b = boxes[erased]
+    area = b[:, 2] * b[:, 3] / (32 * 48)
+    assert (area > 0.01).all() and (area < 0.36).all()
+    assert (b[:, 0] + b[:, 2] <= 32).all() and (b[:, 1] + b[:, 3] <= 48).all()
+
+
+@pytest.mark.parametrize("value", [0.0, "random"])
+def test_erasing_identical_on_both_backends(image_folder, value):
+    """The same boxes and noise on both backends: inside every box the pixels are equal
+    exactly (the fill), and a loader without erasing differs only inside the boxes."""
+    from dali_pipes.erasing import erase_boxes
+    opts = dict(erasing=1.0, erasing_value=value, memory_format="channels_last")
+    dali = next(iter(_loader(image_folder, "dali", **opts)))
+    ref = next(iter(_loader(image_folder, "torch", **opts)))
+    plain = next(iter(_loader(image_folder, "torch", memory_format="channels_last")))
+    boxes = erase_boxes(11, 0, ref["index"].numpy(), 32, 32, p=1.0, scale=(0.02, 1 / 3),
+                        ratio=(0.3, 3.3))
+    assert (boxes[:, 2] > 0).all()
+    outside = torch.ones_like(ref["image"], dtype=torch.bool)
+    for row, (top, left, h, w) in enumerate(boxes.tolist()):
+        box = (row, slice(None), slice(top, top + h), slice(left, left + w))
+        assert torch.equal(dali["image"][box], ref["image"][box])
+        if value == 0.0:
+            assert (ref["image"][box] == 0).all()
+        outside[box] = False
+    assert torch.equal(ref["image"][outside], plain["image"][outside])
+    assert ref["image"].is_contiguous(memory_format=torch.channels_last)
+
+
+def test_erasing_rejects_uint8(image_folder):
+    with pytest.raises(ValueError, match="erasing=0.5"):
+        _loader(image_folder, "torch", erasing=0.5, dtype="uint8")

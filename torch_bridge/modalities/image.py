@@ -8,9 +8,11 @@ from dali_pipes.augment import recipe_params
 from dali_pipes.mixing import mix_params
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig
-from dali_pipes.recipes import IMAGENET_MEAN, IMAGENET_STD, check_num_classes, image_recipe
+from dali_pipes.recipes import (IMAGENET_MEAN, IMAGENET_STD, RECIPE_OPTIONS, check_num_classes,
+                                image_recipe)
 from dali_pipes.sources.image import ImageFolderSource
 from torch_bridge.errors import SampleGuard
+from torch_bridge.erasing import erase_batch
 from torch_bridge.mixing import mix_batch
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 
@@ -24,7 +26,7 @@ class ImageModality(SourceModality):
     centre), plus the recipe options of CONTRACT.md "Image options" (validated by
     `dali_pipes.recipes.image_recipe`): scale, ratio, interpolation, crop_pct, mean, std,
     hflip, vflip, dtype, memory_format, mixup, cutmix, mix_prob, switch_prob, mix_mode,
-    label_smoothing, num_classes."""
+    label_smoothing, num_classes, erasing, erasing_scale, erasing_ratio, erasing_value."""
 
     name = "image"
     dali_outputs = image_graph.OUTPUTS
@@ -34,13 +36,10 @@ class ImageModality(SourceModality):
                  crop_pct=0.875, mean=IMAGENET_MEAN, std=IMAGENET_STD, hflip=0.5, vflip=0.0,
                  dtype="float32", memory_format="contiguous", mixup=0.0, cutmix=0.0,
                  mix_prob=1.0, switch_prob=0.5, mix_mode="batch", label_smoothing=0.0,
-                 num_classes=None):
-        self.recipe = image_recipe(
-            size=size, train=train, scale=scale, ratio=ratio, interpolation=interpolation,
-            crop_pct=crop_pct, mean=mean, std=std, hflip=hflip, vflip=vflip, dtype=dtype,
-            memory_format=memory_format, mixup=mixup, cutmix=cutmix, mix_prob=mix_prob,
-            switch_prob=switch_prob, mix_mode=mix_mode, label_smoothing=label_smoothing,
-            num_classes=num_classes)
+                 num_classes=None, erasing=0.0, erasing_scale=(0.02, 1 / 3),
+                 erasing_ratio=(0.3, 3.3), erasing_value=0.0):
+        self.recipe = image_recipe(**{k: v for k, v in locals().items()
+                                      if k in RECIPE_OPTIONS})
         self._set_source(ImageFolderSource(data), data)
         self.seed, self.size, self.train = seed, size, train
         self.num_classes = check_num_classes(self.recipe, self.source.labels) \
@@ -124,7 +123,8 @@ class ImageModality(SourceModality):
     def after_batch(self, batch: dict[str, torch.Tensor], epoch: int, position: int
                     ) -> dict[str, torch.Tensor]:
         """The Loader's last step on both backends: layout view (HWC -> channels_last),
-        batch mixing and soft targets, bfloat16 cast. A no-op at the default recipe.
+        random erasing (keyed by dataset index), batch mixing and soft targets, bfloat16
+        cast. A no-op at the default recipe.
 
         Args:
             batch: the engine's batch (graph outputs and meta, on the device).
@@ -137,6 +137,9 @@ class ImageModality(SourceModality):
         image = batch["image"]
         if recipe.memory_format == "channels_last" and image.dim() == 4:
             image = image.permute(0, 3, 1, 2)  # a view: (B, 3, H, W) in channels_last
+        if recipe.erasing > 0:
+            image = erase_batch(image, batch["index"].cpu().numpy(), seed=self.seed,
+                                epoch=epoch, recipe=recipe)
         if recipe.mixing:
             params = mix_params(self.seed, epoch, position, image.shape[0], image.shape[-2],
                                 image.shape[-1], recipe)
