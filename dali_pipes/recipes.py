@@ -48,6 +48,11 @@ class ImageRecipe:
     erasing_scale: tuple[float, float] = (0.02, 1 / 3)
     erasing_ratio: tuple[float, float] = (0.3, 3.3)
     erasing_value: float | str = 0.0  # a constant (normalized units) or "random"
+    color_jitter: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    grayscale: float = 0.0
+    blur: float = 0.0
+    blur_sigma: tuple[float, float] = (0.1, 2.0)
+    blur_kernel: int = 9
 
     @property
     def normalize(self) -> bool:
@@ -60,12 +65,23 @@ class ImageRecipe:
         return self.mixup > 0 or self.cutmix > 0 or self.label_smoothing > 0
 
     @property
+    def jitters(self) -> bool:
+        """Whether the graph adds colour jitter or grayscale (input "jitter")."""
+        return any(self.color_jitter) or self.grayscale > 0
+
+    @property
+    def photometric(self) -> bool:
+        """Whether the graph adds colour jitter, grayscale or blur."""
+        return any(self.color_jitter) or self.grayscale > 0 or self.blur > 0
+
+    @property
     def is_default_graph(self) -> bool:
         """True when the DALI graph is the default one (bilinear, ImageNet normalisation,
         float32 CHW, no vertical flip): no option changes what the graph computes."""
         return (self.interpolation == "bilinear" and self.mean == IMAGENET_MEAN
                 and self.std == IMAGENET_STD and self.dtype == "float32"
-                and self.memory_format == "contiguous" and self.vflip == 0)
+                and self.memory_format == "contiguous" and self.vflip == 0
+                and not self.photometric)
 
     def pixel_mean_std(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """(mean, std) with one value per RGB channel on the 0..255 scale."""
@@ -154,7 +170,31 @@ def image_recipe(*, size=224, train=True, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3
         hflip=_number("hflip", hflip, 0.0, 1.0), vflip=_number("vflip", vflip, 0.0, 1.0),
         dtype=_choice("dtype", dtype, DTYPES),
         memory_format=_choice("memory_format", memory_format, MEMORY_FORMATS),
+        **_photometric(**{k: batch.pop(k) for k in PHOTOMETRIC_OPTIONS if k in batch}),
         **_batch_options(dtype, **batch))
+
+
+PHOTOMETRIC_OPTIONS = ("color_jitter", "grayscale", "blur", "blur_sigma", "blur_kernel")
+
+
+def _photometric(*, color_jitter=0.0, grayscale=0.0, blur=0.0, blur_sigma=(0.1, 2.0),
+                 blur_kernel=9) -> dict:
+    """Colour jitter (a float: brightness, contrast, saturation; or a 3- or 4-tuple adding
+    hue), grayscale and blur probabilities, blur sigma range and kernel size."""
+    cj = color_jitter if isinstance(color_jitter, (tuple, list)) else (color_jitter,) * 3
+    if len(cj) not in (3, 4):
+        _fail("color_jitter", color_jitter, "a number or (brightness, contrast, saturation"
+                                            "[, hue]) of numbers >= 0")
+    cj = tuple(_number("color_jitter", v, 0.0, math.inf, hi_open=True) for v in cj)
+    if len(cj) == 4 and cj[3] > 0.5:
+        _fail("color_jitter", color_jitter, "hue in [0, 0.5] (turns)")
+    if not isinstance(blur_kernel, int) or blur_kernel < 1 or blur_kernel % 2 == 0:
+        _fail("blur_kernel", blur_kernel, "a positive odd int")
+    return dict(color_jitter=cj + (0.0,) * (4 - len(cj)),
+                grayscale=_number("grayscale", grayscale, 0.0, 1.0),
+                blur=_number("blur", blur, 0.0, 1.0),
+                blur_sigma=_pair("blur_sigma", blur_sigma, 0.0, math.inf, lo_open=True),
+                blur_kernel=blur_kernel)
 
 
 def _batch_options(dtype, *, erasing=0.0, erasing_scale=(0.02, 1 / 3),

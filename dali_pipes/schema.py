@@ -45,6 +45,9 @@ def _scalars(dtype: str, *names: str) -> tuple[Input, ...]:
 IMAGE_INPUTS = (Input("jpegs", "uint8", 1), Input("anchor", "int32", 1),
                 Input("shape", "int32", 1), *_scalars("int32", "mirror"))
 IMAGE_VFLIP_INPUT = Input("vflip", "int32", 0)  # only when the recipe asks for vertical flips
+# Only with colour jitter or grayscale: [brightness, contrast, saturation, hue, gray]; with blur
+JITTER_INPUT = Input("jitter", "float32", 1)
+BLUR_INPUT = Input("blur_sigma", "float32", 0)
 VIDEO_INPUTS = (Input("video", "uint8", 1), Input("decoded", "uint8", 4, "FHWC"),
                 *_scalars("bool", "use_dali"),
                 *_scalars("int32", "start_frame", "sequence_length", "stride", "mirror"),

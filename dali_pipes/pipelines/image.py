@@ -9,7 +9,8 @@ Output "image": float32 (3, size, size) normalized with ImageNet mean/std. An `I
 (`dali_pipes.recipes`) may change the output size (H, W), the resize interpolation, the
 mean/std, the dtype (float16; uint8 without normalisation; bfloat16 leaves as float32 and is
 cast by the loader) and the layout (HWC for channels_last, permuted to a view by the loader),
-and add a vertical flip (input "vflip"); the default recipe builds exactly the default graph.
+and add a vertical flip (input "vflip") and colour jitter / grayscale / blur (inputs "jitter",
+"blur_sigma", each only when used; dali_pipes.pipelines.photometric); the default recipe builds exactly the default graph.
 
 Decoding only the crop window (`decoders.image_slice`) skips the scanlines outside it and
 leaves less to resize; on DALI's CPU backend it is about 25% faster than decode-then-crop.
@@ -25,6 +26,7 @@ from nvidia.dali import Pipeline
 from dali_pipes import schema
 from dali_pipes.pipelines.config import PipelineConfig, check_device
 from dali_pipes.pipelines.inputs import external_inputs
+from dali_pipes.pipelines.photometric import photometric
 from dali_pipes.recipes import ImageRecipe
 
 INPUTS = schema.names(schema.IMAGE_INPUTS)
@@ -49,8 +51,11 @@ _DTYPE = {"float32": types.FLOAT, "float16": types.FLOAT16, "bfloat16": types.FL
 
 def graph_inputs_for(recipe: ImageRecipe | None) -> tuple[schema.Input, ...]:
     """The graph's inputs under `recipe` (None: the default recipe)."""
-    extra = (schema.IMAGE_VFLIP_INPUT,) if recipe is not None and recipe.vflip > 0 else ()
-    return schema.IMAGE_INPUTS + extra
+    if recipe is None:
+        return schema.IMAGE_INPUTS
+    wanted = ((schema.IMAGE_VFLIP_INPUT, recipe.vflip > 0),
+              (schema.JITTER_INPUT, recipe.jitters), (schema.BLUR_INPUT, recipe.blur > 0))
+    return schema.IMAGE_INPUTS + tuple(spec for spec, used in wanted if used)
 
 
 def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size: int,
@@ -64,13 +69,18 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
                         device_id=device_id)
     recipe = recipe if recipe is not None else ImageRecipe(size=(size, size))
     with pipe:
-        jpegs, anchor, shape, mirror, *vflip = external_inputs(graph_inputs_for(recipe))
+        declared = graph_inputs_for(recipe)
+        jpegs, anchor, shape, mirror, *extra = external_inputs(declared)
+        extra = dict(zip(schema.names(declared[4:]), extra))
         images = _decode_window(jpegs, anchor, shape, device, config)
         images = fn.resize(images, device=device, size=list(recipe.size),
                            antialias=config.antialias,
                            interp_type=_INTERP[recipe.interpolation])
-        if vflip:
-            images = fn.flip(images, device=device, horizontal=0, vertical=vflip[0])
+        if "vflip" in extra:
+            images = fn.flip(images, device=device, horizontal=0, vertical=extra["vflip"])
+        if recipe.photometric:
+            images = photometric(images, extra.get("jitter"), extra.get("blur_sigma"),
+                                 device=device, recipe=recipe)
         pipe.set_outputs(_normalize(images, mirror, device, recipe))
     return pipe
 

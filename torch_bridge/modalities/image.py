@@ -6,6 +6,7 @@ import torch
 
 from dali_pipes.augment import recipe_params
 from dali_pipes.mixing import mix_params
+from dali_pipes.photometric import photometric_params
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.recipes import (IMAGENET_MEAN, IMAGENET_STD, RECIPE_OPTIONS, check_num_classes,
@@ -14,6 +15,7 @@ from dali_pipes.sources.image import ImageFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.erasing import erase_batch
 from torch_bridge.mixing import mix_batch
+from torch_bridge.photometric import apply_photometric
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 
 _INTERP = {"bilinear": "BILINEAR", "bicubic": "BICUBIC", "lanczos": "LANCZOS",
@@ -26,7 +28,8 @@ class ImageModality(SourceModality):
     centre), plus the recipe options of CONTRACT.md "Image options" (validated by
     `dali_pipes.recipes.image_recipe`): scale, ratio, interpolation, crop_pct, mean, std,
     hflip, vflip, dtype, memory_format, mixup, cutmix, mix_prob, switch_prob, mix_mode,
-    label_smoothing, num_classes, erasing, erasing_scale, erasing_ratio, erasing_value."""
+    label_smoothing, num_classes, erasing, erasing_scale, erasing_ratio, erasing_value,
+    color_jitter, grayscale, blur, blur_sigma, blur_kernel."""
 
     name = "image"
     dali_outputs = image_graph.OUTPUTS
@@ -37,7 +40,8 @@ class ImageModality(SourceModality):
                  dtype="float32", memory_format="contiguous", mixup=0.0, cutmix=0.0,
                  mix_prob=1.0, switch_prob=0.5, mix_mode="batch", label_smoothing=0.0,
                  num_classes=None, erasing=0.0, erasing_scale=(0.02, 1 / 3),
-                 erasing_ratio=(0.3, 3.3), erasing_value=0.0):
+                 erasing_ratio=(0.3, 3.3), erasing_value=0.0, color_jitter=0.0, grayscale=0.0,
+                 blur=0.0, blur_sigma=(0.1, 2.0), blur_kernel=9):
         self.recipe = image_recipe(**{k: v for k, v in locals().items()
                                       if k in RECIPE_OPTIONS})
         self._set_source(ImageFolderSource(data), data)
@@ -71,6 +75,11 @@ class ImageModality(SourceModality):
                "mirror": flip.astype(np.int32)}
         if self.recipe.vflip > 0:
             out["vflip"] = vflip.astype(np.int32)
+        if self.recipe.photometric:
+            jitter, sigma = photometric_params(self.seed, epoch, aug_keys(indices, keys)[kept],
+                                               self.recipe)
+            out.update({"jitter": jitter} if self.recipe.jitters else {},
+                       **({"blur_sigma": sigma} if self.recipe.blur > 0 else {}))
         return out, kept_arr
 
     # torch reference backend ----------------------------------------------------------
@@ -92,6 +101,10 @@ class ImageModality(SourceModality):
             image = image.flip(-2)
         if flip[0]:
             image = image.flip(-1)
+        if self.recipe.photometric:
+            jitter, sigma = photometric_params(self.seed, epoch, aug_keys(index, key),
+                                               self.recipe)
+            image = apply_photometric(image, jitter[0], float(sigma[0]), self.recipe)
         return {"image": image}
 
     def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
