@@ -24,7 +24,8 @@ def test_names_and_kinds():
 
 
 def test_options_come_from_the_constructors():
-    assert registry.get("image").options() == {"size": 224, "train": True}
+    image = registry.get("image").options()
+    assert image["size"] == 224 and image["train"] is True and image["mixup"] == 0.0
     video = registry.get("video").options()
     assert video["clip_length"] == 8 and video["pad"] == "repeat_last"
     fusion = registry.get("fusion").options()
