@@ -24,6 +24,9 @@ OPERATIONS = {
     "hue 0.1": {"color_jitter": (0, 0, 0, 0.1)},
     "grayscale": {"grayscale": 1.0},
     "blur k9 sigma 0.1-2": {"blur": 1.0},
+    "trivialaugment": {"auto_augment": "trivialaugment"},
+    "randaugment(2, 9)": {"auto_augment": "randaugment"},
+    "autoaugment (ImageNet)": {"auto_augment": "autoaugment"},
 }
 
 

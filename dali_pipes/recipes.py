@@ -53,6 +53,10 @@ class ImageRecipe:
     blur: float = 0.0
     blur_sigma: tuple[float, float] = (0.1, 2.0)
     blur_kernel: int = 9
+    auto_augment: str | None = None  # None | "trivialaugment" | "randaugment" | "autoaugment"
+    num_ops: int = 2
+    magnitude: float = 9
+    magnitude_std: float = 0.0
 
     @property
     def normalize(self) -> bool:
@@ -81,7 +85,7 @@ class ImageRecipe:
         return (self.interpolation == "bilinear" and self.mean == IMAGENET_MEAN
                 and self.std == IMAGENET_STD and self.dtype == "float32"
                 and self.memory_format == "contiguous" and self.vflip == 0
-                and not self.photometric)
+                and not self.photometric and self.auto_augment is None)
 
     def pixel_mean_std(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """(mean, std) with one value per RGB channel on the 0..255 scale."""
@@ -171,7 +175,24 @@ def image_recipe(*, size=224, train=True, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3
         dtype=_choice("dtype", dtype, DTYPES),
         memory_format=_choice("memory_format", memory_format, MEMORY_FORMATS),
         **_photometric(**{k: batch.pop(k) for k in PHOTOMETRIC_OPTIONS if k in batch}),
+        **_policy(**{k: batch.pop(k) for k in POLICY_OPTIONS if k in batch}),
         **_batch_options(dtype, **batch))
+
+
+POLICY_OPTIONS = ("auto_augment", "num_ops", "magnitude", "magnitude_std")
+
+
+def _policy(*, auto_augment=None, num_ops=2, magnitude=9, magnitude_std=0.0) -> dict:
+    """The augmentation policy, RandAugment's num_ops (1..8) and magnitude (0..30)."""
+    from dali_pipes.policies import MAX_MAGNITUDE, POLICIES
+    if auto_augment is not None:
+        _choice("auto_augment", auto_augment, POLICIES)
+    if not isinstance(num_ops, int) or isinstance(num_ops, bool) or not 1 <= num_ops <= 8:
+        _fail("num_ops", num_ops, "an int in [1, 8]")
+    return dict(auto_augment=auto_augment, num_ops=num_ops,
+                magnitude=_number("magnitude", magnitude, 0.0, MAX_MAGNITUDE),
+                magnitude_std=_number("magnitude_std", magnitude_std, 0.0, math.inf,
+                                      hi_open=True))
 
 
 PHOTOMETRIC_OPTIONS = ("color_jitter", "grayscale", "blur", "blur_sigma", "blur_kernel")

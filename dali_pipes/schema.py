@@ -48,6 +48,8 @@ IMAGE_VFLIP_INPUT = Input("vflip", "int32", 0)  # only when the recipe asks for 
 # Only with colour jitter or grayscale: [brightness, contrast, saturation, hue, gray]; with blur
 JITTER_INPUT = Input("jitter", "float32", 1)
 BLUR_INPUT = Input("blur_sigma", "float32", 0)
+# Only with auto_augment: per operation slot an affine matrix and photometric parameters
+POLICY_INPUTS = (Input("policy_matrix", "float32", 3), Input("policy_params", "float32", 2))
 VIDEO_INPUTS = (Input("video", "uint8", 1), Input("decoded", "uint8", 4, "FHWC"),
                 *_scalars("bool", "use_dali"),
                 *_scalars("int32", "start_frame", "sequence_length", "stride", "mirror"),

@@ -27,6 +27,8 @@ from dali_pipes import schema
 from dali_pipes.pipelines.config import PipelineConfig, check_device
 from dali_pipes.pipelines.inputs import external_inputs
 from dali_pipes.pipelines.photometric import photometric
+from dali_pipes.pipelines.policies import apply_policy
+from dali_pipes.policies import num_slots
 from dali_pipes.recipes import ImageRecipe
 
 INPUTS = schema.names(schema.IMAGE_INPUTS)
@@ -55,7 +57,8 @@ def graph_inputs_for(recipe: ImageRecipe | None) -> tuple[schema.Input, ...]:
         return schema.IMAGE_INPUTS
     wanted = ((schema.IMAGE_VFLIP_INPUT, recipe.vflip > 0),
               (schema.JITTER_INPUT, recipe.jitters), (schema.BLUR_INPUT, recipe.blur > 0))
-    return schema.IMAGE_INPUTS + tuple(spec for spec, used in wanted if used)
+    policy = schema.POLICY_INPUTS if recipe.auto_augment else ()
+    return schema.IMAGE_INPUTS + tuple(spec for spec, used in wanted if used) + policy
 
 
 def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size: int,
@@ -78,6 +81,11 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
                            interp_type=_INTERP[recipe.interpolation])
         if "vflip" in extra:
             images = fn.flip(images, device=device, horizontal=0, vertical=extra["vflip"])
+        if recipe.auto_augment:  # flip first: the policy's geometry does not commute with it
+            images = fn.flip(images, device=device, horizontal=mirror, vertical=0)
+            mirror = 0
+            images = apply_policy(images, extra["policy_matrix"], extra["policy_params"],
+                                  device=device, recipe=recipe, slots=num_slots(recipe))
         if recipe.photometric:
             images = photometric(images, extra.get("jitter"), extra.get("blur_sigma"),
                                  device=device, recipe=recipe)

@@ -8,6 +8,7 @@ from dali_pipes.augment import recipe_params
 from dali_pipes.mixing import mix_params
 from dali_pipes.photometric import photometric_params
 from dali_pipes.pipelines import image as image_graph
+from dali_pipes.policies import affine_matrices, photo_params, policy_ops
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.recipes import (IMAGENET_MEAN, IMAGENET_STD, RECIPE_OPTIONS, check_num_classes,
                                 image_recipe)
@@ -16,6 +17,7 @@ from torch_bridge.errors import SampleGuard
 from torch_bridge.erasing import erase_batch
 from torch_bridge.mixing import mix_batch
 from torch_bridge.photometric import apply_photometric
+from torch_bridge.policies import apply_policy
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 
 _INTERP = {"bilinear": "BILINEAR", "bicubic": "BICUBIC", "lanczos": "LANCZOS",
@@ -29,7 +31,8 @@ class ImageModality(SourceModality):
     `dali_pipes.recipes.image_recipe`): scale, ratio, interpolation, crop_pct, mean, std,
     hflip, vflip, dtype, memory_format, mixup, cutmix, mix_prob, switch_prob, mix_mode,
     label_smoothing, num_classes, erasing, erasing_scale, erasing_ratio, erasing_value,
-    color_jitter, grayscale, blur, blur_sigma, blur_kernel."""
+    color_jitter, grayscale, blur, blur_sigma, blur_kernel, auto_augment, num_ops, magnitude,
+    magnitude_std."""
 
     name = "image"
     dali_outputs = image_graph.OUTPUTS
@@ -41,7 +44,8 @@ class ImageModality(SourceModality):
                  mix_prob=1.0, switch_prob=0.5, mix_mode="batch", label_smoothing=0.0,
                  num_classes=None, erasing=0.0, erasing_scale=(0.02, 1 / 3),
                  erasing_ratio=(0.3, 3.3), erasing_value=0.0, color_jitter=0.0, grayscale=0.0,
-                 blur=0.0, blur_sigma=(0.1, 2.0), blur_kernel=9):
+                 blur=0.0, blur_sigma=(0.1, 2.0), blur_kernel=9, auto_augment=None,
+                 num_ops=2, magnitude=9, magnitude_std=0.0):
         self.recipe = image_recipe(**{k: v for k, v in locals().items()
                                       if k in RECIPE_OPTIONS})
         self._set_source(ImageFolderSource(data), data)
@@ -73,14 +77,28 @@ class ImageModality(SourceModality):
         out = {"jpegs": datas, "anchor": np.ascontiguousarray(windows[:, :2]),
                "shape": np.ascontiguousarray(windows[:, 2:]),
                "mirror": flip.astype(np.int32)}
-        if self.recipe.vflip > 0:
-            out["vflip"] = vflip.astype(np.int32)
-        if self.recipe.photometric:
-            jitter, sigma = photometric_params(self.seed, epoch, aug_keys(indices, keys)[kept],
-                                               self.recipe)
-            out.update({"jitter": jitter} if self.recipe.jitters else {},
-                       **({"blur_sigma": sigma} if self.recipe.blur > 0 else {}))
+        if not self.recipe.is_default_graph:
+            out.update(self._recipe_feeds(epoch, aug_keys(indices, keys)[kept], vflip))
         return out, kept_arr
+
+    def _recipe_feeds(self, epoch: int, keys: np.ndarray, vflip: np.ndarray
+                      ) -> dict[str, np.ndarray]:
+        """The graph inputs only some recipes have (see `graph_inputs_for`)."""
+        recipe, out = self.recipe, {}
+        if recipe.vflip > 0:
+            out["vflip"] = vflip.astype(np.int32)
+        if recipe.photometric:
+            jitter, sigma = photometric_params(self.seed, epoch, keys, recipe)
+            if recipe.jitters:
+                out["jitter"] = jitter
+            if recipe.blur > 0:
+                out["blur_sigma"] = sigma
+        if recipe.auto_augment:
+            h, w = recipe.size
+            ops, mags = policy_ops(self.seed, epoch, keys, recipe, h, w)
+            out["policy_matrix"] = affine_matrices(ops, mags, h, w)
+            out["policy_params"] = photo_params(ops, mags)
+        return out
 
     # torch reference backend ----------------------------------------------------------
     def load(self, epoch: int, index: int, key: int | None = None
@@ -101,6 +119,10 @@ class ImageModality(SourceModality):
             image = image.flip(-2)
         if flip[0]:
             image = image.flip(-1)
+        if self.recipe.auto_augment:
+            ops, mags = policy_ops(self.seed, epoch, aug_keys(index, key), self.recipe,
+                                   *self.recipe.size)
+            image = apply_policy(image, ops[0], mags[0])
         if self.recipe.photometric:
             jitter, sigma = photometric_params(self.seed, epoch, aug_keys(index, key),
                                                self.recipe)
