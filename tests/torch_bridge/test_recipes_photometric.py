@@ -51,11 +51,11 @@ def test_backends_agree_per_operation(image_folder, options, bound):
 def test_gpu_graph_with_every_recipe_option_defines():
     rec = image_recipe(size=(24, 32), interpolation="bicubic", vflip=0.5, dtype="float16",
                        memory_format="channels_last", color_jitter=(0.4, 0.4, 0.4, 0.1),
-                       grayscale=0.2, blur=0.5, mean=0.5, std=0.5)
+                       grayscale=0.2, blur=0.5, mean=0.5, std=0.5, auto_augment="autoaugment")
     pipe = build_image_pipeline(device="gpu", batch_size=4, size=24, config=PipelineConfig(),
                                 recipe=rec)
     assert pipe is not None
-    rec8 = image_recipe(dtype="uint8", color_jitter=0.2)
+    rec8 = image_recipe(dtype="uint8", color_jitter=0.2, auto_augment="randaugment", num_ops=3)
     build_image_pipeline(device="gpu", batch_size=4, size=24, config=PipelineConfig(),
                          recipe=rec8)
 

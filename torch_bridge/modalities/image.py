@@ -32,7 +32,8 @@ class ImageModality(SourceModality):
     hflip, vflip, dtype, memory_format, mixup, cutmix, mix_prob, switch_prob, mix_mode,
     label_smoothing, num_classes, erasing, erasing_scale, erasing_ratio, erasing_value,
     color_jitter, grayscale, blur, blur_sigma, blur_kernel, auto_augment, num_ops, magnitude,
-    magnitude_std."""
+    magnitude_std; `recipe` (a preset name or a TOML path, `dali_pipes.recipe_files`) sets
+    every option left at its default."""
 
     name = "image"
     dali_outputs = image_graph.OUTPUTS
@@ -45,11 +46,13 @@ class ImageModality(SourceModality):
                  num_classes=None, erasing=0.0, erasing_scale=(0.02, 1 / 3),
                  erasing_ratio=(0.3, 3.3), erasing_value=0.0, color_jitter=0.0, grayscale=0.0,
                  blur=0.0, blur_sigma=(0.1, 2.0), blur_kernel=9, auto_augment=None,
-                 num_ops=2, magnitude=9, magnitude_std=0.0):
-        self.recipe = image_recipe(**{k: v for k, v in locals().items()
-                                      if k in RECIPE_OPTIONS})
+                 num_ops=2, magnitude=9, magnitude_std=0.0, recipe=None):
+        options = {k: v for k, v in locals().items() if k in RECIPE_OPTIONS}
+        if recipe is not None:
+            options = _with_preset(options, recipe, train)
+        self.recipe = image_recipe(**options)
         self._set_source(ImageFolderSource(data), data)
-        self.seed, self.size, self.train = seed, size, train
+        self.seed, self.size, self.train = seed, self.recipe.size[0], train
         self.num_classes = check_num_classes(self.recipe, self.source.labels) \
             if self.recipe.mixing else None
 
@@ -185,3 +188,15 @@ class ImageModality(SourceModality):
             image = image.to(torch.bfloat16)
         batch["image"] = image
         return batch
+
+
+def _with_preset(options: dict, recipe, train: bool) -> dict:
+    """`options` with the preset's values for every option left at its default (an option
+    given with another value wins over the preset)."""
+    import inspect
+
+    from dali_pipes.recipe_files import load_recipe
+    defaults = {name: p.default for name, p in
+                inspect.signature(ImageModality.__init__).parameters.items()}
+    preset = load_recipe(recipe, train=train)
+    return {**options, **{k: v for k, v in preset.items() if options[k] == defaults[k]}}
