@@ -30,6 +30,7 @@ from dali_pipes.pipelines.photometric import photometric
 from dali_pipes.pipelines.policies import apply_policy
 from dali_pipes.policies import num_slots
 from dali_pipes.recipes import ImageRecipe
+from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD  # noqa: F401  (bench imports them here)
 
 INPUTS = schema.names(schema.IMAGE_INPUTS)
 OUTPUTS = schema.GRAPH_OUTPUTS["image"]
