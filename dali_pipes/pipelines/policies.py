@@ -33,14 +33,15 @@ def _choose(x, other, flag):
     return x + flag * (other - x)
 
 
-def _interior_mask(height: int, width: int):
-    mask = np.zeros((height, width, 1), np.float32)
-    mask[1:-1, 1:-1] = 1
-    return fn.constant(fdata=mask.ravel().tolist(), shape=[height, width, 1],
-                       dtype=types.FLOAT)
+def _interior_mask(x, device: str):
+    """1.0 inside the one-pixel border, 0.0 on it (of any image size): the 3x3 kernel
+    sums to 1 only where no tap falls outside the image."""
+    taps = fn.filter(x * 0.0 + 1.0, _SHARPEN, device=device, border="constant",
+                     dtype=types.FLOAT)  # constant border: zeros
+    return fn.cast(taps > 0.99, dtype=types.FLOAT, device=device)
 
 
-def _slot(x8, matrix, p, *, device: str, size: tuple[int, int], invert: bool):
+def _slot(x8, matrix, p, *, device: str, invert: bool):
     x8 = fn.warp_affine(x8, device=device, matrix=matrix, fill_value=0,
                         interp_type=types.INTERP_NN)
     x = fn.cast(x8, dtype=types.FLOAT, device=device)
@@ -49,8 +50,7 @@ def _slot(x8, matrix, p, *, device: str, size: tuple[int, int], invert: bool):
     x = _blend(x, fn.reductions.mean(_gray_floor(x), device=device), p[2])
     blurred = dmath.floor(fn.filter(x, _SHARPEN, device=device, border="clamp",
                                     dtype=types.FLOAT) + 0.5)
-    mask = _interior_mask(*size)
-    x = _blend(x, x + (mask.gpu() if device == "gpu" else mask) * (blurred - x), p[3])
+    x = _blend(x, x + _interior_mask(x, device) * (blurred - x), p[3])
     x = dmath.floor(x / p[4]) * p[4]
     x = x + fn.cast(x >= p[5], dtype=types.FLOAT, device=device) * (255.0 - 2.0 * x)
     x = _choose(x, _autocontrast(x, device), p[6])
@@ -88,5 +88,5 @@ def apply_policy(images, matrices, params, *, device: str, recipe, slots: int):
         p = params[k]
         get = (lambda i, p=p: p[i].gpu()) if device == "gpu" else (lambda i, p=p: p[i])
         images = _slot(images, matrices[k], [get(i) for i in range(9)], device=device,
-                       size=recipe.size, invert=recipe.auto_augment == "autoaugment")
+                       invert=recipe.auto_augment == "autoaugment")
     return images
