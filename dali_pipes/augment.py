@@ -146,7 +146,8 @@ def center_window(heights: np.ndarray, widths: np.ndarray, size: tuple[int, int]
 
 
 def recipe_params(seed: int, epoch: int, index: np.ndarray, heights: np.ndarray,
-                  widths: np.ndarray, recipe) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  widths: np.ndarray, recipe, size: tuple[int, int] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Crop windows (B, 4), horizontal (B,) and vertical (B,) flips under an `ImageRecipe`
     (`dali_pipes.recipes`); at the default recipe exactly `image_params`'s values.
 
@@ -154,13 +155,15 @@ def recipe_params(seed: int, epoch: int, index: np.ndarray, heights: np.ndarray,
         seed, epoch, index: the plan's seed, epoch and augmentation keys.
         heights, widths: (B,) image sizes.
         recipe: the validated `ImageRecipe` (size, train, scale, ratio, crop_pct, flips).
+        size: the epoch's output (H, W) under a resolution schedule (None: recipe.size).
 
     Returns:
         (windows int64, hflip bool, vflip bool).
     """
     if not recipe.train:
         none = np.zeros(len(index), dtype=bool)
-        return center_window(heights, widths, recipe.size, recipe.crop_pct), none, none
+        return (center_window(heights, widths, size or recipe.size, recipe.crop_pct), none,
+                none)
     windows = random_resized_crop(seed, epoch, index, heights, widths, scale=recipe.scale,
                                   ratio=recipe.ratio)
     vflip = uniforms(seed, epoch, index, STREAM_VFLIP, 1)[:, 0] < recipe.vflip

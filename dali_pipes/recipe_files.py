@@ -53,6 +53,18 @@ def _check_keys(table: dict, where: str) -> None:
                          f"{', '.join(sorted(KNOWN_KEYS))}")
 
 
+def _value(key: str, value, where) -> Any:
+    """TOML arrays as tuples; a `size` table's string keys as int epochs."""
+    if isinstance(value, list):
+        return tuple(tuple(v) if isinstance(v, list) else v for v in value)
+    if key == "size" and isinstance(value, dict):
+        if not all(k.isdigit() for k in value):
+            raise ValueError(f"{where}: size table keys must be epochs (0, 1, ...), got "
+                             f"{sorted(value)}")
+        return {int(k): tuple(v) if isinstance(v, list) else v for k, v in value.items()}
+    return value
+
+
 def load_recipe(recipe: str | os.PathLike, *, train: bool) -> dict[str, Any]:
     """The image options a recipe sets for a train or an eval loader.
 
@@ -76,7 +88,7 @@ def load_recipe(recipe: str | os.PathLike, *, train: bool) -> dict[str, Any]:
     _check_keys(evals, f"{path} [eval]")
     if not train:
         table = {k: v for k, v in table.items() if k not in TRAIN_ONLY} | evals
-    options = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+    options = {k: _value(k, v, path) for k, v in table.items()}
     try:
         image_recipe(train=train, **options)
     except ValueError as exc:

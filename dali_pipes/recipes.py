@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import Any
 from numbers import Real
 
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
@@ -25,7 +26,9 @@ CHANNELS = 3  # decoded images are RGB
 class ImageRecipe:
     """Every recipe option after validation (see CONTRACT.md "Image options")."""
 
-    size: tuple[int, int] = (224, 224)  # (H, W)
+    size: tuple[int, int] = (224, 224)  # (H, W) at epoch 0
+    # None, ((first_epoch, (H, W)), ...) sorted, or a function epoch -> size
+    schedule: Any = None
     train: bool = True
     scale: tuple[float, float] = (0.08, 1.0)
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
@@ -85,7 +88,8 @@ class ImageRecipe:
         return (self.interpolation == "bilinear" and self.mean == IMAGENET_MEAN
                 and self.std == IMAGENET_STD and self.dtype == "float32"
                 and self.memory_format == "contiguous" and self.vflip == 0
-                and not self.photometric and self.auto_augment is None)
+                and not self.photometric and self.auto_augment is None
+                and self.schedule is None)
 
     def pixel_mean_std(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """(mean, std) with one value per RGB channel on the 0..255 scale."""
@@ -94,7 +98,8 @@ class ImageRecipe:
         return tuple(m * 255 for m in mean), tuple(s * 255 for s in std)
 
 
-RECIPE_OPTIONS = frozenset(f.name for f in fields(ImageRecipe))  # make_loader option names
+# make_loader option names ("schedule" comes from `size`)
+RECIPE_OPTIONS = frozenset(f.name for f in fields(ImageRecipe)) - {"schedule"}
 
 
 def _fail(name: str, value, allowed: str):
@@ -135,6 +140,40 @@ def _size(value) -> tuple[int, int]:
     return int(value[0]), int(value[1])
 
 
+def _size_schedule(value) -> tuple[tuple[int, int], Any]:
+    """(size at epoch 0, schedule) from an int, (H, W), {first_epoch: size} or a function."""
+    if callable(value):
+        return _size(value(0)), value
+    if not isinstance(value, dict):
+        return _size(value), None
+    if not value or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 0
+                            for k in value) or min(value) != 0:
+        _fail("size", value, "a {first_epoch: size} table with int epochs >= 0, starting "
+                             "at epoch 0")
+    table = tuple(sorted((k, _size(v)) for k, v in value.items()))
+    return table[0][1], table
+
+
+def size_at(recipe: ImageRecipe, epoch: int) -> tuple[int, int]:
+    """The output (H, W) of `epoch` under the recipe's resolution schedule.
+
+    Args:
+        recipe: the validated recipe.
+        epoch: the plan's epoch.
+
+    Returns:
+        (H, W); ValueError naming the epoch if a size function returns a bad size.
+    """
+    if recipe.schedule is None:
+        return recipe.size
+    if callable(recipe.schedule):
+        try:
+            return _size(recipe.schedule(epoch))
+        except ValueError as exc:
+            raise ValueError(f"size function at epoch {epoch}: {exc}") from exc
+    return [size for first, size in recipe.schedule if first <= epoch][-1]
+
+
 def _channels(name: str, value, positive: bool) -> tuple[float, ...]:
     vals = tuple(value) if isinstance(value, (tuple, list)) else (value,)
     if len(vals) not in (1, CHANNELS):
@@ -164,8 +203,9 @@ def image_recipe(*, size=224, train=True, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3
     Returns:
         The frozen recipe; ValueError naming option, value and allowed range otherwise.
     """
+    first_size, schedule = _size_schedule(size)
     return ImageRecipe(
-        size=_size(size), train=bool(train),
+        size=first_size, schedule=schedule, train=bool(train),
         scale=_pair("scale", scale, 0.0, 1.0, lo_open=True),
         ratio=_pair("ratio", ratio, 0.0, math.inf, lo_open=True),
         interpolation=_choice("interpolation", interpolation, INTERPOLATIONS),

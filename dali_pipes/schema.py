@@ -47,6 +47,7 @@ IMAGE_INPUTS = (Input("jpegs", "uint8", 1), Input("anchor", "int32", 1),
 IMAGE_VFLIP_INPUT = Input("vflip", "int32", 0)  # only when the recipe asks for vertical flips
 # Only with colour jitter or grayscale: [brightness, contrast, saturation, hue, gray]; with blur
 JITTER_INPUT = Input("jitter", "float32", 1)
+SIZE_INPUT = Input("out_size", "float32", 1)  # (H, W) of the epoch, with a resolution schedule
 BLUR_INPUT = Input("blur_sigma", "float32", 0)
 # Only with auto_augment: per operation slot an affine matrix and photometric parameters
 POLICY_INPUTS = (Input("policy_matrix", "float32", 3), Input("policy_params", "float32", 2))

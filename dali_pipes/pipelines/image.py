@@ -56,7 +56,8 @@ def graph_inputs_for(recipe: ImageRecipe | None) -> tuple[schema.Input, ...]:
     """The graph's inputs under `recipe` (None: the default recipe)."""
     if recipe is None:
         return schema.IMAGE_INPUTS
-    wanted = ((schema.IMAGE_VFLIP_INPUT, recipe.vflip > 0),
+    wanted = ((schema.SIZE_INPUT, recipe.schedule is not None),
+              (schema.IMAGE_VFLIP_INPUT, recipe.vflip > 0),
               (schema.JITTER_INPUT, recipe.jitters), (schema.BLUR_INPUT, recipe.blur > 0))
     policy = schema.POLICY_INPUTS if recipe.auto_augment else ()
     return schema.IMAGE_INPUTS + tuple(spec for spec, used in wanted if used) + policy
@@ -77,7 +78,7 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
         jpegs, anchor, shape, mirror, *extra = external_inputs(declared)
         extra = dict(zip(schema.names(declared[4:]), extra))
         images = _decode_window(jpegs, anchor, shape, device, config)
-        images = fn.resize(images, device=device, size=list(recipe.size),
+        images = fn.resize(images, device=device, size=extra.get("out_size", list(recipe.size)),
                            antialias=config.antialias,
                            interp_type=_INTERP[recipe.interpolation])
         if "vflip" in extra:

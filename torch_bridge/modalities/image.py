@@ -11,7 +11,7 @@ from dali_pipes.pipelines import image as image_graph
 from dali_pipes.policies import affine_matrices, photo_params, policy_ops
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.recipes import (IMAGENET_MEAN, IMAGENET_STD, RECIPE_OPTIONS, check_num_classes,
-                                image_recipe)
+                                image_recipe, size_at)
 from dali_pipes.sources.image import ImageFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.erasing import erase_batch
@@ -73,7 +73,8 @@ class ImageModality(SourceModality):
         datas = [data for data, _ in got]
         hw = np.asarray([size for _, size in got], dtype=np.int64)
         windows, flip, vflip = recipe_params(self.seed, epoch, aug_keys(indices, keys)[kept],
-                                             hw[:, 0], hw[:, 1], self.recipe)
+                                             hw[:, 0], hw[:, 1], self.recipe,
+                                             size_at(self.recipe, epoch))
         windows = windows.astype(np.int32)
         # Fixed-size inputs go in as one dense array each: DALI takes the first axis as
         # the batch, which saves converting B small arrays per input.
@@ -88,6 +89,9 @@ class ImageModality(SourceModality):
                       ) -> dict[str, np.ndarray]:
         """The graph inputs only some recipes have (see `graph_inputs_for`)."""
         recipe, out = self.recipe, {}
+        h, w = size_at(recipe, epoch)
+        if recipe.schedule is not None:
+            out["out_size"] = np.tile(np.float32([h, w]), (len(keys), 1))
         if recipe.vflip > 0:
             out["vflip"] = vflip.astype(np.int32)
         if recipe.photometric:
@@ -97,7 +101,6 @@ class ImageModality(SourceModality):
             if recipe.blur > 0:
                 out["blur_sigma"] = sigma
         if recipe.auto_augment:
-            h, w = recipe.size
             ops, mags = policy_ops(self.seed, epoch, keys, recipe, h, w)
             out["policy_matrix"] = affine_matrices(ops, mags, h, w)
             out["policy_params"] = photo_params(ops, mags)
@@ -111,20 +114,20 @@ class ImageModality(SourceModality):
         from torchvision.transforms.v2 import functional as F
 
         data, (h, w) = self.source.read_checked(index)
+        size = size_at(self.recipe, epoch)
         windows, flip, vflip = recipe_params(self.seed, epoch, aug_keys(index, key),
-                                             np.array([h]), np.array([w]), self.recipe)
+                                             np.array([h]), np.array([w]), self.recipe, size)
         image = decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
         top, left, ch, cw = windows[0].tolist()
         mode = getattr(F.InterpolationMode, _INTERP[self.recipe.interpolation])
-        image = F.resized_crop(image, top, left, ch, cw, list(self.recipe.size),
+        image = F.resized_crop(image, top, left, ch, cw, list(size),
                                interpolation=mode, antialias=mode != F.InterpolationMode.NEAREST)
         if vflip[0]:
             image = image.flip(-2)
         if flip[0]:
             image = image.flip(-1)
         if self.recipe.auto_augment:
-            ops, mags = policy_ops(self.seed, epoch, aug_keys(index, key), self.recipe,
-                                   *self.recipe.size)
+            ops, mags = policy_ops(self.seed, epoch, aug_keys(index, key), self.recipe, *size)
             image = apply_policy(image, ops[0], mags[0])
         if self.recipe.photometric:
             jitter, sigma = photometric_params(self.seed, epoch, aug_keys(index, key),
