@@ -16,8 +16,9 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
                 drop_last: bool = False, rank: int | None = None,
                 world_size: int | None = None, on_error: Literal["raise", "skip"] = "raise",
                 config=None, reference=None,
-                sampling: Literal["uniform", "class_balanced"] = "uniform",
-                min_per_source: int | None = None, **modality_options) -> Loader:
+                sampling: Literal["uniform", "class_balanced", "repeated"] = "uniform",
+                min_per_source: int | None = None, repeats: int = 3,
+                **modality_options) -> Loader:
     """A drop-in iterable of batch dicts; see CONTRACT.md for every option.
 
     `sampling="class_balanced"`: each epoch draws as many samples as the data set holds,
@@ -25,6 +26,8 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
     folders): every batch on every rank holds at least that many samples of each source.
     Both are deterministic under (seed, epoch) and resume exactly; they repeat samples, so
     a pass no longer yields every index exactly once (see torch_bridge.sampling).
+    `sampling="repeated"`: DeiT's repeated augmentation, each shuffled index `repeats` times
+    with its own augmentation (torch_bridge.repeated).
 
     `config` (DALI backend only): a decode preset name ("default", "throughput",
     "low_memory", "exact"), a path to a preset TOML file, or a mapping of preset keys.
@@ -45,7 +48,7 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
     rank, world_size = _resolve_rank(rank, world_size)
     sampler = sampler_for(sampling, min_per_source, source=getattr(mod, "source", None),
                           multi_source=isinstance(data, (list, tuple)),
-                          batch_size=batch_size, shuffle=shuffle)
+                          batch_size=batch_size, shuffle=shuffle, repeats=repeats)
     plan = EpochPlan(len(mod), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
                      rank=rank, world_size=world_size, sampler=sampler)
     engine = _engine(backend, mod, plan, dev, guard, config=config, reference=reference)
