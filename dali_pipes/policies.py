@@ -23,7 +23,7 @@ OP = {name: i for i, name in enumerate(OPS)}
 POLICIES = ("trivialaugment", "randaugment", "autoaugment")
 MAX_MAGNITUDE = 30  # RandAugment bins 0..30 (torchvision's num_bins=31)
 PHOTO_PARAMS = ("brightness", "color", "contrast", "sharpness", "posterize_div",
-                "solarize_threshold", "autocontrast", "equalize", "invert")
+                "solarize_threshold", "autocontrast", "equalize", "invert", "op")
 
 # name -> (max magnitude at the last bin, signed); "width"/"height": a fraction of the side
 _RAND = {"ShearX": (0.3, True), "ShearY": (0.3, True), "TranslateX": ("w", True),
@@ -148,9 +148,9 @@ def affine_matrices(ops: np.ndarray, mags: np.ndarray, height: int, width: int) 
 
 
 def photo_params(ops: np.ndarray, mags: np.ndarray) -> np.ndarray:
-    """float32 (B, slots, 9) photometric parameters (PHOTO_PARAMS), identity unless drawn:
+    """float32 (B, slots, 10) photometric parameters (PHOTO_PARAMS), identity unless drawn:
     factors 1 + m, posterize divisor 2**(8 - bits), solarize threshold 255 m (256: none),
-    0/1 flags for autocontrast, equalize and invert."""
+    0/1 flags for autocontrast, equalize and invert; last, the operation's index in OPS."""
     out = np.zeros(ops.shape + (len(PHOTO_PARAMS),))
     for i, name in enumerate(("Brightness", "Color", "Contrast", "Sharpness")):
         out[..., i] = np.where(ops == OP[name], 1.0 + mags, 1.0)
@@ -158,6 +158,7 @@ def photo_params(ops: np.ndarray, mags: np.ndarray) -> np.ndarray:
     out[..., 5] = np.where(ops == OP["Solarize"], 255.0 * mags, 256.0)
     for i, name in enumerate(("AutoContrast", "Equalize", "Invert"), start=6):
         out[..., i] = ops == OP[name]
+    out[..., 9] = ops
     return out.astype(np.float32)
 
 
