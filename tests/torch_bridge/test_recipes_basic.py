@@ -119,3 +119,34 @@ def test_output_formats(image_folder, backend, dtype, memory_format):
         assert (image.float() - plain).abs().max() <= 1.0
     else:
         torch.testing.assert_close(image.float(), plain, atol=0.05, rtol=0.01)
+
+
+def test_default_options_build_the_default_graph():
+    """No option given: the same graph as before the recipes (inputs and operators), and
+    the loader's batch step leaves the batch as the engine made it."""
+    from dali_pipes import schema
+    from dali_pipes.pipelines.config import PipelineConfig
+    from dali_pipes.pipelines.image import build_image_pipeline, graph_inputs_for
+    from dali_pipes.pipelines.inputs import graph_inputs
+
+    rec = image_recipe(size=16)
+    assert rec.is_default_graph and graph_inputs_for(rec) == schema.IMAGE_INPUTS
+    cfg = PipelineConfig()
+    plain = build_image_pipeline(device="cpu", batch_size=2, size=16, config=cfg)
+    with_recipe = build_image_pipeline(device="cpu", batch_size=2, size=16, config=cfg,
+                                       recipe=rec)
+    assert graph_inputs(plain) == graph_inputs(with_recipe) == schema.names(
+        schema.IMAGE_INPUTS)
+    assert plain.serialize() == with_recipe.serialize()
+    jittered = build_image_pipeline(device="cpu", batch_size=2, size=16, config=cfg,
+                                    recipe=image_recipe(size=16, color_jitter=0.1))
+    assert jittered.serialize() != plain.serialize()
+
+
+def test_after_batch_is_a_no_op_by_default(image_folder):
+    loader = _loader(image_folder, "torch")
+    modality = loader._engine.modality
+    batch = next(iter(loader))
+    image = batch["image"]
+    out = modality.after_batch(dict(batch), 0, 0)
+    assert out["image"] is image and set(out) == set(batch)
