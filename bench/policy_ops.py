@@ -46,7 +46,8 @@ def dali_apply(images: np.ndarray, name: str, magnitude: float) -> np.ndarray:
     feeds = [images, affine_matrices(ops, mags, h, w), photo_params(ops, mags)]
     pipe = Pipeline(batch_size=n, num_threads=1, device_id=None)
     with pipe:
-        x, m, p = (fn.external_source(source=_repeat([np.ascontiguousarray(s) for s in a]), layout=lay)
+        x, m, p = (fn.external_source(source=_repeat([np.ascontiguousarray(s) for s in a]),
+                                      layout=lay)
                    for a, lay in zip(feeds, ("HWC", None, None)))
         recipe = image_recipe(size=(h, w), auto_augment="autoaugment")
         pipe.set_outputs(apply_policy(x, m, p, device="cpu", recipe=recipe, slots=1))

@@ -10,7 +10,9 @@ Output "image": float32 (3, size, size) normalized with ImageNet mean/std. An `I
 mean/std, the dtype (float16; uint8 without normalisation; bfloat16 leaves as float32 and is
 cast by the loader) and the layout (HWC for channels_last, permuted to a view by the loader),
 and add a vertical flip (input "vflip") and colour jitter / grayscale / blur (inputs "jitter",
-"blur_sigma", each only when used; dali_pipes.pipelines.photometric); the default recipe builds exactly the default graph.
+"blur_sigma", each only when used; dali_pipes.pipelines.photometric), a policy
+(dali_pipes.pipelines.policies) and a per-epoch size ("out_size", with a resolution
+schedule); the default recipe builds exactly the default graph.
 
 Decoding only the crop window (`decoders.image_slice`) skips the scanlines outside it and
 leaves less to resize; on DALI's CPU backend it is about 25% faster than decode-then-crop.
