@@ -23,6 +23,8 @@ STREAM_CROP = 1
 STREAM_FLIP = 2
 STREAM_CLIP = 3
 STREAM_PATCH = 4
+STREAM_VFLIP = 5
+STREAM_MIX = 6  # batch mixing: drawn per (seed, epoch, batch position), not per sample
 
 CROP_ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 windows before falling back
 EVAL_CROP_FRACTION = 0.875  # resize shorter side to size / 0.875 (256 for 224), crop the centre
@@ -114,3 +116,55 @@ def image_params(seed: int, epoch: int, index: np.ndarray, heights: np.ndarray,
         return (random_resized_crop(seed, epoch, index, heights, widths),
                 flips(seed, epoch, index))
     return center_crop(heights, widths, size), np.zeros(len(index), dtype=bool)
+
+
+def center_window(heights: np.ndarray, widths: np.ndarray, size: tuple[int, int],
+                  crop_pct: float) -> np.ndarray:
+    """(B, 4) windows of "resize shorter side to max(size) / crop_pct, crop the centre
+    (H, W)", in the original image's pixels; for a square size at crop_pct 0.875 exactly
+    `center_crop`'s windows.
+
+    Args:
+        heights, widths: (B,) image sizes.
+        size: the output (H, W).
+        crop_pct: timm's crop fraction in (0, 1].
+
+    Returns:
+        int64 (top, left, height, width) rows.
+    """
+    out_h, out_w = size
+    if out_h == out_w:
+        return center_crop(heights, widths, out_h, crop_pct)
+    H = np.asarray(heights, dtype=np.float64)
+    W = np.asarray(widths, dtype=np.float64)
+    resize_to = int(max(size) / crop_pct)
+    short = np.minimum(H, W)
+    h = np.maximum(np.minimum(np.round(short * out_h / resize_to), H), 1)
+    w = np.maximum(np.minimum(np.round(short * out_w / resize_to), W), 1)
+    return np.stack([np.round((H - h) / 2.0), np.round((W - w) / 2.0), h, w],
+                    axis=1).astype(np.int64)
+
+
+def recipe_params(seed: int, epoch: int, index: np.ndarray, heights: np.ndarray,
+                  widths: np.ndarray, recipe, size: tuple[int, int] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Crop windows (B, 4), horizontal (B,) and vertical (B,) flips under an `ImageRecipe`
+    (`dali_pipes.recipes`); at the default recipe exactly `image_params`'s values.
+
+    Args:
+        seed, epoch, index: the plan's seed, epoch and augmentation keys.
+        heights, widths: (B,) image sizes.
+        recipe: the validated `ImageRecipe` (size, train, scale, ratio, crop_pct, flips).
+        size: the epoch's output (H, W) under a resolution schedule (None: recipe.size).
+
+    Returns:
+        (windows int64, hflip bool, vflip bool).
+    """
+    if not recipe.train:
+        none = np.zeros(len(index), dtype=bool)
+        return (center_window(heights, widths, size or recipe.size, recipe.crop_pct), none,
+                none)
+    windows = random_resized_crop(seed, epoch, index, heights, widths, scale=recipe.scale,
+                                  ratio=recipe.ratio)
+    vflip = uniforms(seed, epoch, index, STREAM_VFLIP, 1)[:, 0] < recipe.vflip
+    return windows, flips(seed, epoch, index, recipe.hflip), vflip

@@ -48,6 +48,13 @@ IMAGE_INPUTS = (Input("jpegs", "uint8", 1), Input("anchor", "int32", 1),
 # reads the crop window, with fractional edges, from them.
 SCALED_IMAGE_INPUTS = (Input("pixels", "uint8", 3, "HWC"), Input("roi_start", "float32", 1),
                        Input("roi_end", "float32", 1), *_scalars("int32", "mirror"))
+IMAGE_VFLIP_INPUT = Input("vflip", "int32", 0)  # only when the recipe asks for vertical flips
+# Only with colour jitter or grayscale: [brightness, contrast, saturation, hue, gray]; with blur
+JITTER_INPUT = Input("jitter", "float32", 1)
+SIZE_INPUT = Input("out_size", "float32", 1)  # (H, W) of the epoch, with a resolution schedule
+BLUR_INPUT = Input("blur_sigma", "float32", 0)
+# Only with auto_augment: per operation slot an affine matrix and photometric parameters
+POLICY_INPUTS = (Input("policy_matrix", "float32", 3), Input("policy_params", "float32", 2))
 VIDEO_INPUTS = (Input("video", "uint8", 1), Input("decoded", "uint8", 4, "FHWC"),
                 *_scalars("bool", "use_dali"),
                 *_scalars("int32", "start_frame", "sequence_length", "stride", "mirror"),
@@ -77,6 +84,8 @@ IMAGE = {
     "label": ("int64", "B"),
     "index": ("int64", "B"),
 }
+# With mixup, cutmix or label smoothing, image batches also hold soft targets, rows summing to 1.
+TARGET = {"target": ("float32", "BC")}  # C: num_classes
 HYPERSPECTRAL = {
     "cube": ("float32", "BCHW"),  # C: the selected bands
     "label": ("int64", "B"),  # label map value minus 1

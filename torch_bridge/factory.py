@@ -24,8 +24,9 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
                 world_size: int | None = None, on_error: Literal["raise", "skip"] = "raise",
                 config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
                 reference: ReferenceOptions | Mapping[str, Any] | None = None,
-                sampling: Literal["uniform", "class_balanced"] = "uniform",
-                min_per_source: int | None = None, log_every: int | None = None,
+                sampling: Literal["uniform", "class_balanced", "repeated"] = "uniform",
+                min_per_source: int | None = None, repeats: int = 3,
+                log_every: int | None = None,
                 **modality_options: Any) -> Loader:
     """A drop-in iterable of batch dicts (`dict[str, torch.Tensor]`) for a training loop.
 
@@ -55,16 +56,20 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
             keys.
         reference: torch backend only: a `ReferenceOptions` or a mapping of its fields
             (workers, start method, prefetch).
-        sampling: "uniform", or "class_balanced": each epoch draws as many samples as the
-            data set holds, with replacement, every class equally likely.
+        sampling: "uniform"; "class_balanced": each epoch draws as many samples as the
+            data set holds, with replacement, every class equally likely; "repeated":
+            DeiT's repeated augmentation, each shuffled index `repeats` times with its own
+            augmentation (torch_bridge.repeated).
         min_per_source: with `data` a list of folders, every batch on every rank holds at
             least that many samples of each source. Like class_balanced sampling it is
             deterministic under (seed, epoch), resumes exactly and repeats samples.
+        repeats: copies of each index per epoch with sampling="repeated" (default 3).
         log_every: one line of `loader.stats()` per N batches through `logging` (logger
             "torch_bridge", level INFO); None: no lines.
         **modality_options: the options `torch_bridge.registry` lists for the modality
-            (e.g. image: size, train, max_pixels, image_column, label_column); any other
-            name is a ValueError listing the valid ones.
+            (e.g. image: size, train, the recipe options of docs/recipes.md, max_pixels,
+            image_column, label_column, storage_options, cache_dir, cache_limit); any
+            other name is a ValueError listing the valid ones.
 
     Returns:
         A `Loader`: iterate it for batches; `len()`, `set_epoch`, `state_dict` /
@@ -73,7 +78,8 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
     check_options(make_loader, dict(
         modality=modality, backend=backend, batch_size=batch_size, device=device,
         shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank, world_size=world_size,
-        on_error=on_error, sampling=sampling, min_per_source=min_per_source))
+        on_error=on_error, sampling=sampling, min_per_source=min_per_source,
+        repeats=repeats, log_every=log_every))
     # numpy scalars passed the check; the plan and the JSON state want Python ones
     batch_size, seed, shuffle, drop_last = int(batch_size), int(seed), bool(shuffle), \
         bool(drop_last)
@@ -87,7 +93,7 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
     rank, world_size = _resolve_rank(rank, world_size)
     sampler = sampler_for(sampling, min_per_source, source=getattr(mod, "source", None),
                           multi_source=isinstance(data, (list, tuple)),
-                          batch_size=batch_size, shuffle=shuffle)
+                          batch_size=batch_size, shuffle=shuffle, repeats=repeats)
     plan = EpochPlan(len(mod), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
                      rank=rank, world_size=world_size, sampler=sampler)
     engine = _engine(backend, mod, plan, dev, guard, config=config, reference=reference)

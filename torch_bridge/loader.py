@@ -45,6 +45,8 @@ class Loader:
         # The listing is fixed at construction: hash it once, not on every state_dict().
         self._order = _order_spec(plan, getattr(engine, "modality", None), modality)
         self._fingerprint = _fingerprint(self._order)
+        # Batch-level work shared by both backends (image recipes: mixing, output format).
+        self._after = getattr(getattr(engine, "modality", None), "after_batch", None)
         # A loader dropped without close() still stops its workers / pipeline (also at exit).
         self._finalizer = weakref.finalize(self, _close_engine, engine)
 
@@ -128,6 +130,8 @@ class Loader:
                 if batch is None and self.plan.world_size == 1:
                     continue  # every sample skipped: left out; its wait goes to the next
                 if batch is not None:
+                    if self._after is not None:  # recipe work on the batch (mixing, ...)
+                        batch = self._after(batch, token.epoch, position)
                     self._template = {k: (v.dtype, v.shape[1:], v.device)
                                       for k, v in batch.items()}
                 else:

@@ -177,12 +177,21 @@ def _interleave(rows: np.ndarray, world: int) -> np.ndarray:
 
 
 def sampler_for(sampling: str, min_per_source: int | None, *, source, multi_source: bool,
-                batch_size: int, shuffle: bool) -> ClassBalanced | SourceAware | None:
+                batch_size: int, shuffle: bool, repeats: int = 3
+                ) -> ClassBalanced | SourceAware | None:
     """The sampler make_loader's `sampling` and `min_per_source` options ask for (None: the
     plain shuffle). `source` provides `labels` / `source_ids`; ValueError naming the option
-    for anything that cannot work."""
-    if sampling not in ("uniform", "class_balanced"):
-        raise ValueError(f"sampling must be 'uniform' or 'class_balanced', got {sampling!r}")
+    for anything that cannot work. `repeats`: copies per index with sampling="repeated"."""
+    if sampling == "repeated" and min_per_source is None and shuffle:
+        from torch_bridge.repeated import Repeated
+        return Repeated(repeats)
+    if sampling not in ("uniform", "class_balanced", "repeated"):
+        raise ValueError(f"sampling must be 'uniform' or 'class_balanced' or 'repeated', got "
+                         f"{sampling!r}")
+    if repeats != 3 and sampling != "repeated":
+        raise ValueError(f"repeats={repeats!r} applies only with sampling='repeated'")
+    if sampling == "repeated":
+        raise ValueError("sampling='repeated' needs shuffle=True and no min_per_source")
     if sampling == "uniform" and min_per_source is None:
         return None
     if sampling == "class_balanced" and min_per_source is not None:

@@ -24,11 +24,10 @@ def test_names_and_kinds():
 
 
 def test_options_come_from_the_constructors():
-    assert registry.get("image").options() == {"size": 224, "train": True,
-                                               "max_pixels": 89_478_485,
-                                               "image_column": None, "label_column": None,
-                                               "storage_options": None, "cache_dir": None,
-                                               "cache_limit": None}
+    image = registry.get("image").options()
+    assert image["size"] == 224 and image["train"] is True and image["mixup"] == 0.0
+    assert image["max_pixels"] == 89_478_485 and image["image_column"] is None
+    assert image["storage_options"] is None and image["cache_limit"] is None
     video = registry.get("video").options()
     assert video["clip_length"] == 8 and video["pad"] == "repeat_last"
     fusion = registry.get("fusion").options()

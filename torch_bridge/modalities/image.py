@@ -4,24 +4,43 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dali_pipes.augment import image_params
+from dali_pipes.augment import recipe_params
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+from dali_pipes.mixing import mix_params
+from dali_pipes.photometric import photometric_params
 from dali_pipes.pipelines import image as image_graph
+from dali_pipes.policies import affine_matrices, photo_params, policy_ops
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
+from dali_pipes.recipes import (IMAGENET_MEAN, IMAGENET_STD, RECIPE_OPTIONS, check_num_classes,
+                                image_recipe, size_at)
 from dali_pipes.sources.hf import image_source
 from dali_pipes.sources.shards import ShardSource, is_shard_data
+from torch_bridge.erasing import erase_batch
 from torch_bridge.errors import SampleGuard
+from torch_bridge.mixing import mix_batch
 from torch_bridge.modalities import image_scaled
+from torch_bridge.photometric import apply_photometric
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 from torch_bridge.modalities.image_decode import decode_rgb
+from torch_bridge.policies import apply_policy
+
+_INTERP = {"bilinear": "BILINEAR", "bicubic": "BICUBIC", "lanczos": "LANCZOS",
+           "nearest": "NEAREST"}
 
 
 class ImageModality(SourceModality):
-    """Options: `size` (output side, default 224), `train` (random resized crop + flip,
-    default True; False: resize shorter side to size/0.875 and crop the centre) and
-    `max_pixels` (JPEGs whose header claims more pixels are bad samples under on_error, on
-    both backends, before decoding; default PIL's 89,478,485; None: no limit).
+    """Options: `size` (an int or (H, W), default 224) and `train` (random resized crop +
+    flip, default True; False: resize shorter side to max(size) / crop_pct and crop the
+    centre), plus the recipe options of docs/recipes.md (validated by
+    `dali_pipes.recipes.image_recipe`): scale, ratio, interpolation, crop_pct, mean, std,
+    hflip, vflip, dtype, memory_format, mixup, cutmix, mix_prob, switch_prob, mix_mode,
+    label_smoothing, num_classes, erasing, erasing_scale, erasing_ratio, erasing_value,
+    color_jitter, grayscale, blur, blur_sigma, blur_kernel, auto_augment, num_ops, magnitude,
+    magnitude_std; `recipe` (a preset name or a TOML path, `dali_pipes.recipe_files`) sets
+    every option left at its default.
+    `max_pixels`: images whose header claims more pixels are bad samples under on_error, on
+    both backends, before decoding (default PIL's 89,478,485; None: no limit).
     `image_column` / `label_column` (with `data` a Hugging Face `datasets.Dataset` only;
     default "image" / "label"): see dali_pipes.sources.hf.
     For WebDataset shards (local or URLs): `storage_options` (for fsspec), `cache_dir` and
@@ -30,45 +49,54 @@ class ImageModality(SourceModality):
     name = "image"
     dali_outputs = image_graph.OUTPUTS
 
-    def __init__(self, data, *, seed: int, size: int = 224, train: bool = True,
+    def __init__(self, data, *, seed: int, size=224, train: bool = True,
+                 scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), interpolation="bilinear",
+                 crop_pct=0.875, mean=IMAGENET_MEAN, std=IMAGENET_STD, hflip=0.5, vflip=0.0,
+                 dtype="float32", memory_format="contiguous", mixup=0.0, cutmix=0.0,
+                 mix_prob=1.0, switch_prob=0.5, mix_mode="batch", label_smoothing=0.0,
+                 num_classes=None, erasing=0.0, erasing_scale=(0.02, 1 / 3),
+                 erasing_ratio=(0.3, 3.3), erasing_value=0.0, color_jitter=0.0, grayscale=0.0,
+                 blur=0.0, blur_sigma=(0.1, 2.0), blur_kernel=9, auto_augment=None,
+                 num_ops=2, magnitude=9, magnitude_std=0.0, recipe=None,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS,
                  image_column: str | None = None, label_column: str | None = None,
                  storage_options: dict | None = None, cache_dir: str | None = None,
                  cache_limit: int | None = None):
-        if not isinstance(size, int) or size <= 0:
-            raise ValueError(f"size must be a positive int, got {size!r}")
-        remote = {"storage_options": storage_options, "cache_dir": cache_dir,
-                  "cache_limit": cache_limit}
-        if is_shard_data(data):  # WebDataset tar shards, local or remote (sources/shards.py)
-            self._set_source(ShardSource(data, remote=remote, max_pixels=max_pixels), data)
+        options = {k: v for k, v in locals().items() if k in RECIPE_OPTIONS}
+        if recipe is not None:
+            options = _with_preset(options, recipe, train)
+        self.recipe = image_recipe(**options)
+        self._set_source(_image_source(data, max_pixels, image_column, label_column,
+                                       {"storage_options": storage_options,
+                                        "cache_dir": cache_dir, "cache_limit": cache_limit}),
+                         data)
+        if isinstance(self.source, ShardSource):
             self.multi_source = self.source.multi_source
-        elif any(v is not None for v in remote.values()):
-            raise ValueError("storage_options, cache_dir and cache_limit apply to shard URLs")
-        else:
-            self._set_source(image_source(data, max_pixels=max_pixels,
-                                          image_column=image_column,
-                                          label_column=label_column), data)
-        self.seed, self.size, self.train = seed, size, train
+        self.seed, self.size, self.train = seed, self.recipe.size[0], train
+        self.num_classes = check_num_classes(self.recipe, self.source.labels) \
+            if self.recipe.mixing else None
         self._scaled = False  # reduced-scale decoding in the feed (set by build_pipeline)
         self._decode_opts: dict | None = None
 
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
-        # Large photos on the CPU backend: decode at a reduced DCT scale in the feed
-        # (torch_bridge/modalities/image_scaled.py); else DALI decodes the crop window.
-        # The first build decides (the engine's one-sample blame pipeline reuses it).
+        # Large photos on the CPU backend, default recipe: decode at a reduced DCT scale in
+        # the feed (torch_bridge/modalities/image_scaled.py); else DALI decodes the crop
+        # window. The first build decides (the engine's one-sample blame pipeline reuses it).
         if self._decode_opts is None:
-            self._scaled = image_scaled.scaled_decode_pays(
+            square = self.recipe.size[0] == self.recipe.size[1]
+            self._scaled = self.recipe.is_default_graph and square and \
+                image_scaled.scaled_decode_pays(
                 self.source, size=self.size, train=self.train, device=device,
                 enabled=config.scaled_jpeg_decode)
             self._decode_opts = dict(fast_idct=config.use_fast_idct, threads=config.threads())
         if self._scaled:
             return build_scaled_image_pipeline(batch_size=batch_size, size=self.size,
                                                config=config)
-        return image_graph.build_image_pipeline(device=device, batch_size=batch_size,
-                                                size=self.size, config=config,
-                                                device_id=device_id)
+        return image_graph.build_image_pipeline(
+            device=device, batch_size=batch_size, size=self.recipe.size[0], config=config,
+            device_id=device_id, recipe=self.recipe)
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, list[np.ndarray]], np.ndarray]:
@@ -79,16 +107,41 @@ class ImageModality(SourceModality):
             return {}, kept_arr
         datas = [data for data, _ in got]
         hw = np.asarray([size for _, size in got], dtype=np.int64)
-        windows, flip = image_params(self.seed, epoch, aug_keys(indices, keys)[kept],
-                                     hw[:, 0], hw[:, 1], size=self.size, train=self.train)
+        windows, flip, vflip = recipe_params(self.seed, epoch, aug_keys(indices, keys)[kept],
+                                             hw[:, 0], hw[:, 1], self.recipe,
+                                             size_at(self.recipe, epoch))
         windows = windows.astype(np.int32)
         if self._scaled:
             return self._scaled_feeds(epoch, kept_arr, datas, hw, windows, flip, guard)
         # Fixed-size inputs go in as one dense array each: DALI takes the first axis as
         # the batch, which saves converting B small arrays per input.
-        return {"jpegs": datas, "anchor": np.ascontiguousarray(windows[:, :2]),
-                "shape": np.ascontiguousarray(windows[:, 2:]),
-                "mirror": flip.astype(np.int32)}, kept_arr
+        out = {"jpegs": datas, "anchor": np.ascontiguousarray(windows[:, :2]),
+               "shape": np.ascontiguousarray(windows[:, 2:]),
+               "mirror": flip.astype(np.int32)}
+        if not self.recipe.is_default_graph:
+            out.update(self._recipe_feeds(epoch, aug_keys(indices, keys)[kept], vflip))
+        return out, kept_arr
+
+    def _recipe_feeds(self, epoch: int, keys: np.ndarray, vflip: np.ndarray
+                      ) -> dict[str, np.ndarray]:
+        """The graph inputs only some recipes have (see `graph_inputs_for`)."""
+        recipe, out = self.recipe, {}
+        h, w = size_at(recipe, epoch)
+        if recipe.schedule is not None:
+            out["out_size"] = np.tile(np.float32([h, w]), (len(keys), 1))
+        if recipe.vflip > 0:
+            out["vflip"] = vflip.astype(np.int32)
+        if recipe.photometric:
+            jitter, sigma = photometric_params(self.seed, epoch, keys, recipe)
+            if recipe.jitters:
+                out["jitter"] = jitter
+            if recipe.blur > 0:
+                out["blur_sigma"] = sigma
+        if recipe.auto_augment:
+            ops, mags = policy_ops(self.seed, epoch, keys, recipe, h, w)
+            out["policy_matrix"] = affine_matrices(ops, mags, h, w)
+            out["policy_params"] = photo_params(ops, mags)
+        return out
 
     def _scaled_feeds(self, epoch, kept_arr, datas, hw, windows, flip, guard):
         """Feeds of the reduced-scale graph; a file libjpeg-turbo rejects follows on_error."""
@@ -108,24 +161,110 @@ class ImageModality(SourceModality):
     # torch reference backend ----------------------------------------------------------
     def load(self, epoch: int, index: int, key: int | None = None
              ) -> dict[str, torch.Tensor]:
-        """One sample decoded and cropped with torchvision: uint8 (3, size, size)."""
+        """One sample decoded and cropped with torchvision: uint8 (3, H, W)."""
         from torchvision.transforms.v2 import functional as F
 
         data, (h, w) = self.source.read_checked(index)
-        windows, flip = image_params(self.seed, epoch, aug_keys(index, key), np.array([h]),
-                                     np.array([w]), size=self.size, train=self.train)
+        size = size_at(self.recipe, epoch)
+        windows, flip, vflip = recipe_params(self.seed, epoch, aug_keys(index, key),
+                                             np.array([h]), np.array([w]), self.recipe, size)
         image = decode_rgb(data)
         top, left, ch, cw = windows[0].tolist()
-        image = F.resized_crop(image, top, left, ch, cw, [self.size, self.size],
-                               interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+        mode = getattr(F.InterpolationMode, _INTERP[self.recipe.interpolation])
+        image = F.resized_crop(image, top, left, ch, cw, list(size),
+                               interpolation=mode, antialias=mode != F.InterpolationMode.NEAREST)
+        if vflip[0]:
+            image = image.flip(-2)
         if flip[0]:
             image = image.flip(-1)
+        if self.recipe.auto_augment:
+            ops, mags = policy_ops(self.seed, epoch, aug_keys(index, key), self.recipe, *size)
+            image = apply_policy(image, ops[0], mags[0])
+        if self.recipe.photometric:
+            jitter, sigma = photometric_params(self.seed, epoch, aug_keys(index, key),
+                                               self.recipe)
+            image = apply_photometric(image, jitter[0], float(sigma[0]), self.recipe)
         return {"image": image}
 
     def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Batch-level work on the target device: uint8 -> normalized float32."""
-        batch["image"] = normalize_pixels(batch["image"])
+        """Batch-level work on the target device: uint8 -> what the DALI graph returns
+        (normalized float32 CHW by default; see `_finish_recipe`)."""
+        if self.recipe.is_default_graph:
+            batch["image"] = normalize_pixels(batch["image"])
+        else:
+            batch["image"] = self._finish_recipe(batch["image"])
         return batch
+
+    def _finish_recipe(self, pixels: torch.Tensor) -> torch.Tensor:
+        """uint8 (B, 3, H, W) -> the recipe graph's output: HWC for channels_last, float16
+        or float32 (bfloat16 is cast later, as on DALI), uint8 as is."""
+        recipe = self.recipe
+        if recipe.memory_format == "channels_last":
+            pixels = pixels.permute(0, 2, 3, 1).contiguous()
+            shape = (1, 1, 1, 3)
+        else:
+            shape = (1, 3, 1, 1)
+        if not recipe.normalize:
+            return pixels
+        mean, std = (torch.tensor(v, device=pixels.device).view(shape)
+                     for v in recipe.pixel_mean_std())
+        out = (pixels.float() - mean) / std
+        return out.half() if recipe.dtype == "float16" else out
+
+    # both backends ---------------------------------------------------------------------
+    def after_batch(self, batch: dict[str, torch.Tensor], epoch: int, position: int
+                    ) -> dict[str, torch.Tensor]:
+        """The Loader's last step on both backends: layout view (HWC -> channels_last),
+        random erasing (keyed by dataset index), batch mixing and soft targets, bfloat16
+        cast. A no-op at the default recipe.
+
+        Args:
+            batch: the engine's batch (graph outputs and meta, on the device).
+            epoch, position: the plan's epoch and batch position (mixing draws from them).
+
+        Returns:
+            The batch, with "target" when the recipe mixes or smooths labels.
+        """
+        recipe = self.recipe
+        image = batch["image"]
+        if recipe.memory_format == "channels_last" and image.dim() == 4:
+            image = image.permute(0, 3, 1, 2)  # a view: (B, 3, H, W) in channels_last
+        if recipe.erasing > 0:
+            image = erase_batch(image, batch["index"].cpu().numpy(), seed=self.seed,
+                                epoch=epoch, recipe=recipe)
+        if recipe.mixing:
+            params = mix_params(self.seed, epoch, position, image.shape[0], image.shape[-2],
+                                image.shape[-1], recipe)
+            image, batch["target"] = mix_batch(image, batch["label"], params,
+                                               num_classes=self.num_classes,
+                                               smoothing=recipe.label_smoothing)
+        if recipe.dtype == "bfloat16":
+            image = image.to(torch.bfloat16)
+        batch["image"] = image
+        return batch
+
+
+def _with_preset(options: dict, recipe, train: bool) -> dict:
+    """`options` with the preset's values for every option left at its default (an option
+    given with another value wins over the preset)."""
+    import inspect
+
+    from dali_pipes.recipe_files import load_recipe
+    defaults = {name: p.default for name, p in
+                inspect.signature(ImageModality.__init__).parameters.items()}
+    preset = load_recipe(recipe, train=train)
+    return {**options, **{k: v for k, v in preset.items() if options[k] == defaults[k]}}
+
+
+def _image_source(data, max_pixels, image_column, label_column, remote: dict):
+    """WebDataset shards (local or URLs, sources/shards.py), a Hugging Face dataset or
+    class folders (sources/hf.py)."""
+    if is_shard_data(data):
+        return ShardSource(data, remote=remote, max_pixels=max_pixels)
+    if any(v is not None for v in remote.values()):
+        raise ValueError("storage_options, cache_dir and cache_limit apply to shard URLs")
+    return image_source(data, max_pixels=max_pixels, image_column=image_column,
+                        label_column=label_column)
 
 
 def _unwrap(got):

@@ -1,0 +1,131 @@
+"""Augmentation policies in the image graph: per slot, each sample goes through the one
+operation it drew (`dali_pipes.policies`; inputs "policy_matrix" (slots, 2, 3) and
+"policy_params" (slots, 10), the last entry the operation's index). The batch is split by
+operation with DALI's conditional split / merge operators (what `if` statements compile to in
+a conditional pipeline), so each operator runs only on the samples that drew it; sharpness,
+whose `fn.filter` rejects the empty batches a branch may get, runs on every sample with
+factor 1 (the identity) where not drawn.
+
+Each operation reproduces torchvision's uint8 arithmetic (truncating blends, floored gray,
+rounded sharpness kernel, posterize / solarize / autocontrast as torchvision computes them);
+geometry is a nearest-neighbour `fn.warp_affine` with torchvision's inverse matrix; equalize
+is DALI's `fn.equalize` (OpenCV's histogram equalisation, close to but not torchvision's).
+Imports DALI, never torch.
+"""
+from __future__ import annotations
+
+import numpy as np
+import nvidia.dali.fn as fn
+import nvidia.dali.math as dmath
+import nvidia.dali.types as types
+
+from dali_pipes.pipelines.photometric import GRAY_WEIGHTS
+from dali_pipes.policies import OP
+
+_SHARPEN = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.float32) / 13
+_GEOMETRY = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
+
+
+def _gray_floor(x):
+    r, g, b = (x[:, :, i:i + 1] for i in range(3))
+    return dmath.floor(r * GRAY_WEIGHTS[0] + g * GRAY_WEIGHTS[1] + b * GRAY_WEIGHTS[2])
+
+
+def _blend(x, other, factor):
+    """torchvision's uint8 `_blend`: clamp then truncate."""
+    return dmath.floor(dmath.clamp(x * factor + other * (1.0 - factor), 0.0, 255.0))
+
+
+def _interior_mask(x, device: str):
+    """1.0 inside the one-pixel border, 0.0 on it (of any image size): the 3x3 kernel
+    sums to 1 only where no tap falls outside the image."""
+    taps = fn.filter(x * 0.0 + 1.0, _SHARPEN, device=device, border="constant",
+                     dtype=types.FLOAT)  # constant border: zeros
+    return fn.cast(taps > 0.99, dtype=types.FLOAT, device=device)
+
+
+def _sharpness(x, factor, device: str):
+    blurred = dmath.floor(fn.filter(x, _SHARPEN, device=device, border="clamp",
+                                    dtype=types.FLOAT) + 0.5)
+    return _blend(x, x + _interior_mask(x, device) * (blurred - x), factor)
+
+
+def _autocontrast(x, device: str):
+    lo = fn.reductions.min(x, axes=[0, 1], device=device)
+    hi = fn.reductions.max(x, axes=[0, 1], device=device)
+    flat = fn.cast(hi == lo, dtype=types.FLOAT, device=device)
+    inv_scale = (hi - lo) / 255.0 + flat
+    return dmath.floor(dmath.clamp((x - lo * (1.0 - flat)) / inv_scale, 0.0, 255.0))
+
+
+def _photometric_ops(device: str) -> dict:
+    """name -> f(float image, params getter) for the per-pixel operations."""
+    return {
+        "Brightness": lambda x, p: _blend(x, 0.0, p(0)),
+        "Color": lambda x, p: _blend(x, _gray_floor(x), p(1)),
+        "Contrast": lambda x, p: _blend(x, fn.reductions.mean(_gray_floor(x), device=device),
+                                        p(2)),
+        "Posterize": lambda x, p: dmath.floor(x / p(4)) * p(4),
+        "Solarize": lambda x, p: x + fn.cast(x >= p(5), dtype=types.FLOAT, device=device)
+        * (255.0 - 2.0 * x),
+        "AutoContrast": lambda x, p: _autocontrast(x, device),
+        "Invert": lambda x, p: 255.0 - x,
+    }
+
+
+def _handler(name: str, device: str):
+    """f(uint8 images, matrices, params) -> uint8 images for operation `name`."""
+    if name in _GEOMETRY:
+        return lambda x8, m, p: fn.warp_affine(x8, device=device, matrix=m, fill_value=0,
+                                               interp_type=types.INTERP_NN)
+    if name == "Equalize":
+        return lambda x8, m, p: fn.equalize(x8, device=device)
+    op = _photometric_ops(device)[name]
+
+    def run(x8, m, p):
+        get = (lambda i: p[i].gpu()) if device == "gpu" else (lambda i: p[i])
+        x = op(fn.cast(x8, dtype=types.FLOAT, device=device), get)
+        return fn.cast(x, dtype=types.UINT8, device=device)
+    return run
+
+
+def _dispatch(x8, matrix, params, names: list[str], device: str):
+    """Route each sample to the handler of the operation it drew (Identity: unchanged)."""
+    if not names:
+        return x8
+    pred = params[9] == float(OP[names[0]])
+    split = [fn._conditional.split(node, predicate=pred) for node in (x8, matrix, params)]
+    (x_in, x_out), (m_in, m_out), (p_in, p_out) = split
+    done = _handler(names[0], device)(x_in, m_in, p_in)
+    rest = _dispatch(x_out, m_out, p_out, names[1:], device)
+    return fn._conditional.merge(done, rest, predicate=pred)
+
+
+def apply_policy(images, matrices, params, *, device: str, recipe, slots: int):
+    """The recipe's policy on uint8 HWC images (every slot in turn).
+
+    Args:
+        images: uint8 HWC DataNode at the output size.
+        matrices: float32 (slots, 2, 3) per sample.
+        params: float32 (slots, 10) per sample.
+        device: "cpu" or "gpu".
+        recipe: the `ImageRecipe`.
+        slots: operations per sample.
+
+    Returns:
+        uint8 HWC DataNode.
+    """
+    names = [n for n in OP if n not in ("Identity", "Sharpness")
+             and (n != "Invert" or recipe.auto_augment == "autoaugment")]
+    for k in range(slots):
+        images = _sharpen_all(images, params[k], device)
+        images = _dispatch(images, matrices[k], params[k], names, device)
+    return images
+
+
+def _sharpen_all(x8, params, device: str):
+    """Sharpness on every sample (factor 1, the identity, unless drawn): DALI's filter
+    cannot run on the empty batches a conditional branch may get."""
+    factor = params[3].gpu() if device == "gpu" else params[3]
+    x = _sharpness(fn.cast(x8, dtype=types.FLOAT, device=device), factor, device)
+    return fn.cast(x, dtype=types.UINT8, device=device)
