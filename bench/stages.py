@@ -15,7 +15,7 @@ Our DALI backend (all in the consumer's process):
 The torch reference backend (DataLoader workers, image modality split further):
   read_ms           worker time in the source's `read_checked` per batch (file read and
                     header checks), summed over the samples of a batch
-  decode_ms         worker time in torchvision's `decode_jpeg` per batch (images only)
+  decode_ms         worker time in torchvision's `decode_image` per batch (images only)
   augment_ms        the rest of the worker's `load()` per batch: crop parameters, resized
                     crop and flip (images only)
   decode_augment_ms decode_ms + augment_ms (other modalities: all of `load()`, read included)
@@ -127,8 +127,8 @@ class TorchStages:
         source = getattr(modality, "source", None)
         if source is not None and hasattr(source, "read_checked"):
             source.read_checked = _timed(source.read_checked, self._adder("read"))
-        import torchvision.io  # ImageModality.load imports decode_jpeg from here per call
-        torchvision.io.decode_jpeg = _timed(torchvision.io.decode_jpeg, self._adder("decode"))
+        import torchvision.io  # decode_rgb imports decode_image from here per call
+        torchvision.io.decode_image = _timed(torchvision.io.decode_image, self._adder("decode"))
         self.has_read = source is not None and hasattr(source, "read_checked")
         load_add, samples_add = self._adder("load"), self._adder("samples")
         load = modality.load

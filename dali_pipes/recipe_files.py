@@ -1,6 +1,6 @@
 """Recipe presets: named TOML files in dali_pipes/recipe_presets/, or a user's own TOML.
 
-A recipe file holds image options (CONTRACT.md "Image options", every key commented in the
+A recipe file holds image options (docs/recipes.md, every key commented in the
 shipped presets), an optional `description`, and an optional `[eval]` table of keys used
 instead when `train=False`. Training-only keys (augmentation, erasing, mixing) do not apply
 to an evaluation loader. Unknown keys raise ValueError listing the known ones; values are

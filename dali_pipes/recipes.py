@@ -24,7 +24,7 @@ CHANNELS = 3  # decoded images are RGB
 
 @dataclass(frozen=True)
 class ImageRecipe:
-    """Every recipe option after validation (see CONTRACT.md "Image options")."""
+    """Every recipe option after validation (see docs/recipes.md)."""
 
     size: tuple[int, int] = (224, 224)  # (H, W) at epoch 0
     # None, ((first_epoch, (H, W)), ...) sorted, or a function epoch -> size
@@ -195,7 +195,7 @@ def image_recipe(*, size=224, train=True, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3
     """A validated `ImageRecipe` from make_loader's image options.
 
     Args:
-        size .. memory_format: the basic transform and output format (CONTRACT.md).
+        size .. memory_format: the basic transform and output format (docs/recipes.md).
         **batch: erasing, erasing_scale, erasing_ratio, erasing_value (random erasing after
             normalisation), mixup, cutmix, mix_prob, switch_prob, mix_mode,
             label_smoothing, num_classes (batch mixing).

@@ -23,6 +23,7 @@ from torch_bridge.modalities import image_scaled
 from torch_bridge.photometric import apply_photometric
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 from torch_bridge.modalities.image_decode import decode_rgb
+from torch_bridge.option_types import OptionTypeError
 from torch_bridge.policies import apply_policy
 
 _INTERP = {"bilinear": "BILINEAR", "bicubic": "BICUBIC", "lanczos": "LANCZOS",
@@ -62,6 +63,7 @@ class ImageModality(SourceModality):
                  image_column: str | None = None, label_column: str | None = None,
                  storage_options: dict | None = None, cache_dir: str | None = None,
                  cache_limit: int | None = None):
+        _check_size_type(size)
         options = {k: v for k, v in locals().items() if k in RECIPE_OPTIONS}
         if recipe is not None:
             options = _with_preset(options, recipe, train)
@@ -254,6 +256,14 @@ def _with_preset(options: dict, recipe, train: bool) -> dict:
                 inspect.signature(ImageModality.__init__).parameters.items()}
     preset = load_recipe(recipe, train=train)
     return {**options, **{k: v for k, v in preset.items() if options[k] == defaults[k]}}
+
+
+def _check_size_type(size) -> None:
+    """OptionTypeError for a `size` of no type it can have (a str, a float, a bool)."""
+    if isinstance(size, (str, bytes, float, bool, np.floating, np.bool_)):
+        raise OptionTypeError(f"image option size={size!r} has the wrong type "
+                              f"({type(size).__name__}); expected an int, an (H, W) pair, a "
+                              f"{{first_epoch: size}} table or a function of the epoch")
 
 
 def _image_source(data, max_pixels, image_column, label_column, remote: dict):
