@@ -4,7 +4,7 @@
                             [--batch-size N] [--steps N]
                             [--device cpu|cuda|auto] [--json PATH] [--plot PATH.png]
                             [--backends dali,torch,dali:throughput,...] [--repeats N]
-                            [--stages]
+                            [--stages] [--on-error raise|skip]
 
 With no --data it creates a built-in sample data set once (cached) and runs on it
 (`--sample large`: 48 photos of 3000-6000 px, half of them progressive). Each backend runs
@@ -15,7 +15,11 @@ on a shared machine it moves less than samples/s. The 1-minute load average is s
 during the run; above the number of cores, a warning says the ratios are suspect. Warm-up
 steps are excluded. "wait" is the time the training loop waits in next(loader) per step.
 --stages adds a per-stage table (read, decode + augment, transfer) where the stages can be
-measured.
+measured. The table fits 80 columns; "vs dali" is a row's samples/s over dali's.
+--on-error skip lets our dali and torch loaders skip bad files (counted in "skip"). A backend
+that fails is reported in one line (its last exception line) and the other rows still run;
+the exit code is then 1. Progress: a bar on a terminal, plain lines on stderr otherwise
+(docs/tools.md).
 """
 from __future__ import annotations
 
