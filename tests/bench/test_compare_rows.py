@@ -76,3 +76,12 @@ def test_compare_skips_bad_files_and_reports_a_failing_row(tmp_path):
     assert max(len(x) for x in proc.stdout.splitlines()) <= 80, proc.stdout
     assert "skip" in proc.stdout and "failed" in proc.stdout
     assert_plot_has_content(tmp_path / "p.png")
+
+
+def test_sample_data_creation_shows_progress_lines(tmp_path, monkeypatch, capsys):
+    from bench.compare import sample_data
+    monkeypatch.setenv("DALI_PIPES_CACHE", str(tmp_path))
+    folder = sample_data("hyperspectral")
+    err = capsys.readouterr().err.splitlines()
+    assert folder.is_dir() and folder.parent == tmp_path
+    assert err and err[-1].endswith("ETA 0s") and "2/2 (100%)" in err[-1], err
