@@ -4,7 +4,7 @@
                             [--batch-size N] [--steps N]
                             [--device cpu|cuda|auto] [--json PATH] [--plot PATH.png]
                             [--backends dali,torch,dali:throughput,...] [--repeats N]
-                            [--stages]
+                            [--stages] [--on-error raise|skip]
 
 With no --data it creates a built-in sample data set once (cached) and runs on it
 (`--sample large`: 48 photos of 3000-6000 px, half of them progressive). Each backend runs
@@ -15,7 +15,11 @@ on a shared machine it moves less than samples/s. The 1-minute load average is s
 during the run; above the number of cores, a warning says the ratios are suspect. Warm-up
 steps are excluded. "wait" is the time the training loop waits in next(loader) per step.
 --stages adds a per-stage table (read, decode + augment, transfer) where the stages can be
-measured.
+measured. The table fits 80 columns; "vs dali" is a row's samples/s over dali's.
+--on-error skip lets our dali and torch loaders skip bad files (counted in "skip"). A backend
+that fails is reported in one line (its last exception line) and the other rows still run;
+the exit code is then 1. Progress: a bar on a terminal, plain lines on stderr otherwise
+(docs/tools.md).
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import threading
@@ -43,6 +48,8 @@ DEFAULT_BACKENDS = {"image": ["dali", "torch", "classic", "dali-stock", "adapter
                     "fusion": ["dali", "torch"]}
 METRICS = ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent", "gpu_util_percent",
            "peak_rss_mb", "cpu_ms_per_sample")
+# the last line of a Python traceback: "pkg.mod.SampleError: sample 3 (...): ..."
+EXCEPTION_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*)\w*(Error|Exception|Exit|Interrupt)(:|$)")
 SPREAD = ("samples_per_s", "cpu_ms_per_sample")  # reported as [min, max] over rounds
 
 
@@ -70,6 +77,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="DALI threads for stock DALI")
     p.add_argument("--config", help="decode preset for our DALI backend (default: default)")
     p.add_argument("--size", type=int, default=224)
+    p.add_argument("--on-error", choices=["raise", "skip"], default="raise",
+                   help="bad samples: raise (the row fails, with the cause) or skip them "
+                   "(our dali and torch loaders; the table counts the skipped samples)")
     p.add_argument("--stages", action="store_true", help="also time read, decode+augment and "
                    "transfer per batch where measurable (bench/stages.py) and print a second "
                    "table; adds a \"stages\" dict to each result")
@@ -84,7 +94,8 @@ def resolve_device(choice: str) -> str:
 
 
 def sample_data(modality: str, sample: str = "default") -> Path:
-    from rich.progress import Progress
+    """The cached built-in sample data set for `modality`, created (with progress) if absent."""
+    from dali_pipes.progress import progress_bar
 
     if modality not in registry.REGISTRY:
         raise SystemExit(f"--modality {modality}: built-in sample data not available yet")
@@ -95,29 +106,52 @@ def sample_data(modality: str, sample: str = "default") -> Path:
             raise SystemExit(f"--sample large: only for --modality image, not {modality}")
         from bench.sample_data import large_photo_dataset
         make, description = large_photo_dataset, "creating large sample photos (first run only)"
-    with Progress(transient=True) as progress:
-        task = progress.add_task(description, total=None)
-        return make(progress=lambda done, total: progress.update(
-            task, completed=done, total=total))
+    with progress_bar(None, description, unit="files", transient=True) as bar:
+        return make(progress=lambda done, total: bar.update(done, total=total))
 
 
 def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
+    """One round of one backend in its own process (run_one.py): its result dict.
+
+    Raises:
+        BackendFailed: the child exited non-zero or gave no result; `cause` is the last
+            exception line of its stderr.
+    """
     name, _, preset = backend.partition(":")
     cmd = [sys.executable, str(HERE / "run_one.py"), "--backend", name,
            "--modality", args.modality, "--data", str(data), "--batch-size",
            str(args.batch_size), "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--device", device, "--size", str(args.size), "--workers", str(args.workers),
-           "--threads", str(args.threads)]
+           "--threads", str(args.threads), "--on-error", getattr(args, "on_error", "raise")]
     if preset or args.config:
         cmd += ["--config", preset or args.config]
     if getattr(args, "stages", False):
         cmd.append("--stages")
     result, code, err = run_child(cmd, on_step)
     if code != 0 or result is None:
-        raise RuntimeError(f"backend {backend!r} failed (exit {code}):\n{err[-3000:]}")
+        raise BackendFailed(backend, code, last_error_line(err))
     result.pop("event")
     result["backend"] = backend
     return result
+
+
+class BackendFailed(RuntimeError):
+    """A backend's measuring process failed; `cause` is one line saying why."""
+
+    def __init__(self, backend: str, code: int, cause: str):
+        super().__init__(f"backend {backend!r} failed (exit {code}): {cause}")
+        self.backend, self.code, self.cause = backend, code, cause
+
+
+def last_error_line(stderr: str) -> str:
+    """The child's last exception line ("SampleError: sample 3 (/x/a.jpg): ..."), else its
+    last non-empty stderr line, else "no error output"."""
+    lines = [x.strip() for x in stderr.splitlines() if x.strip()]
+    for line in reversed(lines):
+        match = EXCEPTION_LINE.match(line)
+        if match:  # "torch_bridge.errors.SampleError: ..." -> "SampleError: ..."
+            return line[len(match.group(1)):][:300]
+    return lines[-1][:300] if lines else "no error output"
 
 
 def run_child(cmd: list[str], on_step) -> tuple[dict | None, int, str]:
@@ -146,21 +180,32 @@ def run_child(cmd: list[str], on_step) -> tuple[dict | None, int, str]:
 
 
 def run_all(args, data: Path, device: str, backends: list[str]) -> list[dict]:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    """Interleaved rounds of every backend; the median result per backend. A backend that
+    fails is reported (one line, on stderr) and left out of later rounds; its row then holds
+    "error" instead of measures."""
+    from dali_pipes.progress import progress_bar
 
     rounds: dict[str, list[dict]] = {b: [] for b in backends}
-    columns = (TextColumn("{task.description:<22}"), BarColumn(), TextColumn(
-        "{task.completed}/{task.total} steps"), TimeElapsedColumn())
-    with Progress(*columns, transient=True) as progress:
+    failed: dict[str, str] = {}
+    total = args.repeats * len(backends) * args.steps
+    with progress_bar(total, "measuring", unit="steps", transient=True) as bar:
         for r in range(args.repeats):
             for backend in backends:
-                label = f"{backend} (round {r + 1})" if args.repeats > 1 else backend
-                task = progress.add_task(label, total=args.steps)
-                rounds[backend].append(run_backend(
-                    backend, args, data, device,
-                    lambda done, t=task: progress.update(t, completed=done)))
-                progress.remove_task(task)
-    return [_median(rounds[b]) for b in backends]
+                if backend in failed:
+                    bar.advance(args.steps)
+                    continue
+                base = bar.done
+                bar.print(f"{backend} (round {r + 1} of {args.repeats})")
+                try:
+                    rounds[backend].append(run_backend(
+                        backend, args, data, device,
+                        lambda done, b=base: bar.update(b + done)))
+                except BackendFailed as exc:
+                    failed[backend] = exc.cause
+                    bar.print(f"compare.py: {backend} failed: {exc.cause}")
+                bar.update(base + args.steps)
+    return [_median(rounds[b]) if b not in failed else {"backend": b, "error": failed[b]}
+            for b in backends]
 
 
 def _median(results: list[dict]) -> dict:
@@ -196,30 +241,32 @@ def main(argv=None) -> int:
     data = Path(args.data) if args.data else sample_data(args.modality, args.sample)
     backends = args.backends.split(",") if args.backends else DEFAULT_BACKENDS.get(
         args.modality, ["dali", "torch"])
-    try:
-        with LoadMonitor() as load:
-            results = run_all(args, data, device, backends)
-    except RuntimeError as exc:
-        print(f"compare.py: {exc}", file=sys.stderr)
-        return 1
+    with LoadMonitor() as load:
+        results = run_all(args, data, device, backends)
     report = {"modality": args.modality, "device": device, "results": results,
               **speedups(results), "env": environment(device), "load": load.summary(),
               "settings": {"batch_size": args.batch_size, "steps": args.steps,
                            "warmup": args.warmup, "repeats": args.repeats,
-                           "data": str(data), "size": args.size}}
+                           "data": str(data), "size": args.size,
+                           "on_error": args.on_error}}
     print_table(report)
     if load.busy:
         print(load.warning(), file=sys.stderr)
-    if args.stages:
+    measured = {**report, "results": [r for r in results if "error" not in r]}
+    if args.stages and measured["results"]:
         from bench.stages import print_stages
-        print_stages(report)
+        print_stages(measured)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
-    if args.plot:
+    if args.plot and measured["results"]:
         from bench.plots import plot_compare
-        plot_compare(report, args.plot)
-    return 0
+        plot_compare(measured, args.plot)
+    failed = [r["backend"] for r in results if "error" in r]
+    if failed:
+        print(f"compare.py: failed: {', '.join(failed)} (causes above and in the table)",
+              file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

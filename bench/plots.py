@@ -52,7 +52,8 @@ def plot_compare(report: dict, path) -> Path:
 
 
 def plot_sweep(rows: list[dict], path, *, title: str = "") -> Path:
-    """One panel and one line per swept parameter: samples/s against its values."""
+    """One panel and one line per swept parameter: samples/s against its values (median,
+    with the min-max over the repeats as error bars where the rows have it)."""
     plt = _pyplot()
     params = list(dict.fromkeys(r["param"] for r in rows if r.get("value") is not None))
     if not params:
@@ -63,6 +64,10 @@ def plot_sweep(rows: list[dict], path, *, title: str = "") -> Path:
         xs = [r["value"] for r in mine]
         ys = [r["samples_per_s"] for r in mine]
         ax.plot(xs, ys, marker="o", label=param)
+        if all(r.get("samples_per_s_range") for r in mine):  # min-max over the repeats
+            lo = [y - r["samples_per_s_range"][0] for y, r in zip(ys, mine)]
+            hi = [r["samples_per_s_range"][1] - y for y, r in zip(ys, mine)]
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor="gray", capsize=3)
         best = max(range(len(ys)), key=ys.__getitem__)
         ax.annotate(f"best {xs[best]}", (xs[best], ys[best]), textcoords="offset points",
                     xytext=(0, 6), ha="center", fontsize=8)

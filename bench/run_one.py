@@ -31,6 +31,7 @@ def build(backend: str, args):
         from torch_bridge import make_loader
         extra = {"config": args.config} if backend == "dali" else {
             "reference": {"num_workers": args.workers}}
+        extra["on_error"] = getattr(args, "on_error", "raise")
         if "size" in registry.get(args.modality).options():  # not every modality has one
             extra["size"] = args.size
         return make_loader(args.modality, args.data, backend=backend, **common, **extra)
@@ -91,6 +92,8 @@ def measure(backend: str, args) -> dict:
               "peak_rss_mb": res.peak_rss / 2**20, "steps": args.steps, "samples": samples,
               "gpu_note": res.gpu_note,
               "cpu_ms_per_sample": 1e3 * res.cpu_seconds / samples if samples else None}
+    skipped = getattr(loader, "skipped", None)  # on_error="skip": samples left out
+    result["skipped"] = None if skipped is None else len(skipped)
     if want_stages:
         from bench.stages import empty_stages
         result["stages"] = stages.summary(args.steps, samples, waits) if stages is not None \
@@ -122,6 +125,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (torch paths)")
     p.add_argument("--threads", type=int, default=2, help="DALI threads (stock DALI)")
     p.add_argument("--config", default=None, help="decode preset for our DALI backend")
+    p.add_argument("--on-error", choices=["raise", "skip"], default="raise",
+                   help="bad samples (our dali and torch loaders): raise or skip")
     p.add_argument("--stages", action="store_true",
                    help="also time read / decode+augment / transfer (bench/stages.py)")
     return p

@@ -15,8 +15,11 @@ workers and memory of one setting never leak into the next.
 
 DALI parameters: num_threads, prefetch_queue_depth, hw_decoder_load (GPU only: skipped with a
 note on CPU), py_num_workers, batch_size. Torch: num_workers, prefetch_factor, batch_size.
---out-preset writes every preset key (base preset plus the best values) as TOML that
-make_loader(config=PATH) accepts; batch size is not a preset key and is noted as a comment.
+Each setting runs --repeats times (default 3): the table shows the median samples/s and the
+min-max spread, and a best whose range overlaps the runner-up's is called "within noise".
+--out-preset writes only the keys the sweep measured (plus the base preset's keys that differ
+from the defaults, named in a comment) as TOML that make_loader(config=PATH) accepts; batch
+size is not a preset key and is noted as a comment.
 """
 from __future__ import annotations
 
@@ -48,6 +51,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="values for one parameter (repeatable); defaults in SWEEPS")
     p.add_argument("--steps", type=int, default=20, help="timed steps per setting")
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3, help="runs per setting (default 3): "
+                   "the median ranks settings, the min-max spread says what is noise")
     p.add_argument("--batch-size", type=int, default=32, help="starting batch size")
     p.add_argument("--size", type=int, default=224, help="output size (image)")
     p.add_argument("--base-config", default="default", help="DALI preset to start from")
@@ -144,14 +149,11 @@ def sweep(args, data, device: str, plan, on_done) -> tuple[list[dict], dict]:
         if param == "prefetch_factor" and state["num_workers"] == 0:
             rows.append({"param": param, "value": None, "skipped": "num_workers is 0"})
             continue
-        scored = []
-        for value in values:
-            result = measure_setting(_spec(args, data, device, state, param, value))
-            rows.append({"param": param, "value": value, **{k: result[k] for k in (
-                "samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent")}})
-            scored.append((result["samples_per_s"], value))
-            on_done()
-        best = max(scored)[1]
+        mine = [measure_repeated(args, _spec(args, data, device, state, param, value),
+                                 param, value, on_done) for value in values]
+        mark_best(mine)
+        rows += mine
+        best = next(r["value"] for r in mine if r.get("best"))
         if param in state["config"]:
             state["config"][param] = best
         else:
@@ -159,8 +161,61 @@ def sweep(args, data, device: str, plan, on_done) -> tuple[list[dict], dict]:
     return rows, state
 
 
+def measure_repeated(args, spec: dict, param: str, value, on_done) -> dict:
+    """One table row: the setting measured `args.repeats` times (medians, min-max)."""
+    import numpy as np
+    runs = []
+    for _ in range(max(1, getattr(args, "repeats", 1))):
+        runs.append(measure_setting(spec))
+        on_done()
+    rates = [r["samples_per_s"] for r in runs]
+    row = {"param": param, "value": value, "repeats": len(runs),
+           "samples_per_s_range": [float(min(rates)), float(max(rates))]}
+    for key in ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent"):
+        values = [r[key] for r in runs if r.get(key) is not None]
+        row[key] = float(np.median(values)) if values else None
+    return row
+
+
+def mark_best(rows: list[dict]) -> None:
+    """Mark the row with the highest median samples/s "best"; say "within noise" (and set
+    `within_noise`) when its min-max range overlaps the runner-up's.
+
+    Args:
+        rows: one parameter's rows (samples_per_s, samples_per_s_range); changed in place.
+    """
+    ranked = sorted(rows, key=lambda r: r["samples_per_s"], reverse=True)
+    best = ranked[0]
+    best["best"] = True
+    best["within_noise"] = False
+    if len(ranked) > 1:
+        runner = ranked[1]
+        best["within_noise"] = best["samples_per_s_range"][0] <= \
+            runner["samples_per_s_range"][1]
+        best["runner_up"] = runner["value"]
+
+
+def preset_keys(report: dict) -> list[str]:
+    """The keys --out-preset writes: the config keys the sweep measured, plus the base
+    preset's keys that differ from the defaults (without them the preset would not describe
+    the measured setting). Sets report["measured"].
+
+    Args:
+        report: run()'s report (rows, best.config, base_config).
+    Returns:
+        PipelineConfig field names, in the config's order.
+    """
+    from dali_pipes.pipelines.config import PipelineConfig
+    config = report["best"]["config"]
+    swept = {r["param"] for r in report["rows"] if r.get("value") is not None}
+    report["measured"] = [k for k in config if k in swept]
+    defaults = dataclasses.asdict(PipelineConfig())
+    return [k for k in config if k in swept or config[k] != defaults[k]]
+
+
 def write_preset(path: Path, config: dict, comment: str) -> None:
-    """Write `config` (PipelineConfig fields) as a preset TOML and check it loads."""
+    """Write `config` (some or all PipelineConfig fields) as a preset TOML; check it loads
+    and that every written key reads back (unwritten keys take PipelineConfig defaults)."""
     from dali_pipes.pipelines.config import load_config
 
     def value(v):
@@ -171,42 +226,58 @@ def write_preset(path: Path, config: dict, comment: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     loaded = dataclasses.asdict(load_config(path))  # raises ValueError naming the file
-    if loaded != config:
+    if {k: loaded[k] for k in config} != config:
         raise ValueError(f"{path}: preset reads back as {loaded}, expected {config}")
 
 
+def _verdict(r: dict) -> str:
+    if not r.get("best"):
+        return ""
+    if r.get("within_noise"):
+        return f"best, within noise of {r['runner_up']}"
+    return "best"
+
+
+def noise_notes(rows: list[dict]) -> list[str]:
+    """One note per parameter whose best value is within noise of the runner-up."""
+    return [f"{r['param']}: best {r['value']} is within noise of {r['runner_up']} (their "
+            f"min-max ranges overlap); measure again with more --repeats or --steps"
+            for r in rows if r.get("within_noise")]
+
+
 def print_table(rows: list[dict], title: str) -> None:
+    """The sweep table: median samples/s, its min-max over the repeats, and the verdict."""
     from rich.console import Console
     from rich.table import Table
     table = Table(title=title)
-    for name in ("parameter", "value", "samples/s", "wait p50 ms", "wait p95 ms", "CPU %"):
-        table.add_column(name, justify="left" if name == "parameter" else "right")
+    for name in ("parameter", "value", "samples/s", "min-max", "wait p50 ms", "CPU %", ""):
+        table.add_column(name, justify="left" if name in ("parameter", "") else "right")
     for r in rows:
         if "skipped" in r:
-            table.add_row(r["param"], "-", f"skipped: {r['skipped']}", "", "", "")
+            table.add_row(r["param"], "-", f"skipped: {r['skipped']}", "", "", "", "")
             continue
+        lo, hi = r["samples_per_s_range"]
         table.add_row(r["param"], str(r["value"]), f"{r['samples_per_s']:,.1f}",
-                      f"{r['wait_ms_p50']:.1f}", f"{r['wait_ms_p95']:.1f}",
-                      f"{r['cpu_percent']:.0f}")
-    Console(width=None if Console().is_terminal else 110).print(table)
+                      f"{lo:,.0f}-{hi:,.0f}", f"{r['wait_ms_p50']:.1f}",
+                      f"{r['cpu_percent']:.0f}", _verdict(r))
+    Console(width=None if Console().is_terminal else 100).print(table)
 
 
 def run(args) -> dict:
-    from rich.progress import Progress
-
     from bench.compare import resolve_device, sample_data
+    from dali_pipes.progress import progress_bar
     device = resolve_device(args.device)
     data = Path(args.data) if args.data else sample_data(args.modality)
     plan, notes = sweep_plan(args, device)
-    total = sum(len(v) for _, v in plan)
-    with Progress(transient=True) as progress:
-        task = progress.add_task(f"tuning {args.backend}", total=total)
-        rows, state = sweep(args, data, device, plan, lambda: progress.advance(task))
+    total = sum(len(v) for _, v in plan) * max(1, args.repeats)
+    with progress_bar(total, f"tuning {args.backend}", unit="runs", transient=True) as bar:
+        rows, state = sweep(args, data, device, plan, bar.advance)
     best = {"batch_size": state["batch_size"]}
     best.update({"config": state["config"]} if args.backend == "dali" else
                 {k: state[k] for k in ("num_workers", "prefetch_factor") if k in state})
     return {"backend": args.backend, "modality": args.modality, "device": device,
-            "data": str(data), "steps": args.steps, "rows": rows, "best": best,
+            "data": str(data), "steps": args.steps, "repeats": args.repeats, "rows": rows,
+            "best": best, "base_config": args.base_config,
             "notes": notes}
 
 
@@ -217,7 +288,7 @@ def main(argv=None) -> int:
     try:
         report = run(args)
         print_table(report["rows"], f"{args.backend} on {report['device']}: one knob at a time")
-        for note in report["notes"]:
+        for note in report["notes"] + noise_notes(report["rows"]):
             print(f"note: {note}")
         _outputs(args, report)
     except (ValueError, RuntimeError, OSError) as exc:
@@ -233,15 +304,30 @@ def _outputs(args, report: dict) -> None:
     if args.out_preset:
         if args.backend != "dali":
             raise ValueError("--out-preset writes a DALI decode preset; use --backend dali")
-        write_preset(args.out_preset, report["best"]["config"],
-                     f"best batch size measured: {report['best']['batch_size']} (not a preset"
-                     f" key: pass batch_size= to make_loader)\nsteps per setting: "
-                     f"{args.steps}, device {report['device']}, data {report['data']}")
+        _write_best_preset(args, report)
         report["preset"] = str(args.out_preset)
         print(f"preset written: {args.out_preset}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def _write_best_preset(args, report: dict) -> None:
+    """--out-preset: the measured keys (and the base preset's non-default ones), commented."""
+    keys = preset_keys(report)
+    measured = report["measured"]
+    lines = [f"keys measured by tune.py: {', '.join(measured) or 'none'}"]
+    inherited = [k for k in keys if k not in measured]
+    if inherited:
+        lines.append(f"from base preset {args.base_config} (not measured): "
+                     f"{', '.join(inherited)}")
+    batch = report["best"]["batch_size"]
+    lines.append(f"best batch size measured: {batch} (not a preset key: pass batch_size= "
+                 "to make_loader)")
+    lines.append(f"steps per setting: {args.steps} x {args.repeats} runs, device "
+                 f"{report['device']}, data {report['data']}")
+    config = report["best"]["config"]
+    write_preset(args.out_preset, {k: config[k] for k in keys}, "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -49,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.progress import progress_bar
+
 COMPLETE = ".complete"
 TIMESTAMPS = "timestamps.npy"
 
@@ -126,46 +128,28 @@ def extract_tree(src: str | os.PathLike, dst: str | os.PathLike, *, quality: int
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: not a folder of class folders")
     videos, report = _videos(src), ExtractReport()
-    bar = _progress(len(videos)) if progress else None
-    try:
+    with progress_bar(len(videos), "extracting frames", unit="videos",
+                      enabled=progress) as bar:
         for cls, path in videos:
-            out = dst / cls / path.stem
-            if (out / COMPLETE).exists():
-                report.skipped.append(str(path))
-            else:
-                try:
-                    extract_video(path, out, quality=quality, every=every)
-                    report.extracted.append(str(path))
-                except Exception as exc:  # reported per file; the others go on
-                    shutil.rmtree(out, ignore_errors=True)
-                    report.failed.append((str(path), f"{type(exc).__name__}: {exc}"))
-                    if bar is not None:
-                        bar.console.print(f"[red]failed[/red] {path}: {exc}")
-            if bar is not None:
-                bar.advance()
-    finally:
-        if bar is not None:
-            bar.close()
+            _extract_one(cls, path, dst, report, bar, quality=quality, every=every)
+            bar.advance()
     return report
 
 
-class _progress:
-    """A rich progress bar (printed to stderr)."""
-
-    def __init__(self, total: int):
-        from rich.console import Console
-        from rich.progress import Progress
-
-        self._p = Progress(console=Console(stderr=True), transient=False)
-        self.console = self._p.console
-        self._p.start()
-        self._task = self._p.add_task("extracting frames", total=total)
-
-    def advance(self):
-        self._p.advance(self._task)
-
-    def close(self):
-        self._p.stop()
+def _extract_one(cls: str, path: Path, dst: Path, report: ExtractReport, bar, *,
+                 quality: int, every: int) -> None:
+    """Extract one video into dst/<class>/<stem>/ unless complete; record the outcome."""
+    out = dst / cls / path.stem
+    if (out / COMPLETE).exists():
+        report.skipped.append(str(path))
+        return
+    try:
+        extract_video(path, out, quality=quality, every=every)
+        report.extracted.append(str(path))
+    except Exception as exc:  # reported per file; the others go on
+        shutil.rmtree(out, ignore_errors=True)
+        report.failed.append((str(path), f"{type(exc).__name__}: {exc}"))
+        bar.print(f"failed {path}: {exc}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -124,11 +124,10 @@ def measure(args, data, device: str) -> tuple[Evidence, dict]:
     import numpy as np
     import psutil
     import torch
-    from rich.progress import Progress
-
     from bench.diagnosis.probes import DiskSampler, EngineSampler, per_core_busy
     from bench.metrics import ResourceSampler, gpu_index
     from bench.run_one import endless
+    from dali_pipes.progress import progress_bar
     cuda = device.startswith("cuda")
     gpu = gpu_index(device)  # the CUDA device the loader uses (LOCAL_RANK aware)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -137,13 +136,12 @@ def measure(args, data, device: str) -> tuple[Evidence, dict]:
     for _ in range(args.warmup):
         step(next(stream))
     sync()
-    with Progress(transient=True) as progress:
-        task = progress.add_task(f"diagnosing {args.backend}", total=args.steps)
+    with progress_bar(args.steps, f"diagnosing {args.backend}", unit="steps",
+                      transient=True) as bar:
         cores0 = psutil.cpu_times(percpu=True)
         with ResourceSampler(gpu_index=gpu) as res, DiskSampler(data) as disk, \
                 EngineSampler(gpu) as engines:
-            loop = _timed_steps(loader, stream, step, args, sync,
-                                lambda done: progress.update(task, completed=done))
+            loop = _timed_steps(loader, stream, step, args, sync, bar.update)
         cores = per_core_busy(cores0, psutil.cpu_times(percpu=True))
     ev = _evidence(args, device, loop, res, disk, engines, cores)
     return ev, {"wait_ms": (np.array(loop["wait_s"]) * 1e3).round(3).tolist(),

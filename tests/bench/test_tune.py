@@ -21,17 +21,26 @@ def test_tune_writes_json_png_and_a_working_preset(tmp_path):
         [sys.executable, str(ROOT / "bench" / "tune.py"), "--data", str(data),
          "--device", "cpu", "--params", "prefetch_queue_depth,hw_decoder_load",
          "--values", "prefetch_queue_depth=1,3", "--steps", "2", "--warmup", "1",
-         "--batch-size", "8", "--size", "32", "--json", str(out / "t.json"),
+         "--batch-size", "8", "--size", "32", "--repeats", "2", "--json", str(out / "t.json"),
          "--plot", str(out / "t.png"), "--out-preset", str(out / "best.toml")],
-        capture_output=True, text=True, timeout=120)
+        capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out / "t.json").read_text())
     assert [r["value"] for r in report["rows"]] == [1, 3]
     assert all(r["samples_per_s"] > 0 for r in report["rows"])
+    for r in report["rows"]:  # median of 2 runs inside their min-max
+        lo, hi = r["samples_per_s_range"]
+        assert r["repeats"] == 2 and lo <= r["samples_per_s"] <= hi
+    assert sum(bool(r.get("best")) for r in report["rows"]) == 1
+    assert "min-max" in proc.stdout
     assert any("hw_decoder_load skipped" in n for n in report["notes"])
-    assert (out / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from tests.bench.png_check import assert_plot_has_content
+    assert_plot_has_content(out / "t.png")
     best = max(report["rows"], key=lambda r: r["samples_per_s"])["value"]
     assert load_config(out / "best.toml").prefetch_queue_depth == best
+    keys = [x.split(" =")[0] for x in (out / "best.toml").read_text().splitlines()
+            if " = " in x and not x.startswith("#")]
+    assert keys == ["description", "prefetch_queue_depth"]  # only what it measured
     loader = make_loader("image", data, backend="dali", batch_size=4, size=32,
                          config=str(out / "best.toml"))
     batch = next(iter(loader))

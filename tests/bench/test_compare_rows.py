@@ -1,0 +1,87 @@
+"""compare.py on a folder with a bad file: --on-error skip, a one-line cause for a failing
+row, progress lines off a terminal, an 80-column table and a PNG with content."""
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from bench.compare import DEFAULT_BACKENDS, last_error_line
+from bench.report import TABLE_WIDTH, print_table, speedups
+from tests.bench.png_check import assert_plot_has_content
+from tests.conftest import write_image_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_last_error_line_names_the_exception_not_a_traceback():
+    err = ("Traceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n"
+           "    raise SampleError(...)\n"
+           "torch_bridge.errors.SampleError: sample 3 (/x/a.jpg): truncated\n")
+    assert last_error_line(err) == "SampleError: sample 3 (/x/a.jpg): truncated"
+    assert last_error_line("warning: w\nKeyboardInterrupt\n") == "KeyboardInterrupt"
+    assert last_error_line("killed by signal\n") == "killed by signal"
+    assert last_error_line("") == "no error output"
+
+
+def _row(backend, rate):
+    return {"backend": backend, "samples_per_s": rate, "samples_per_s_range": [rate * 0.9,
+            rate * 1.1], "cpu_ms_per_sample": 12.34, "wait_ms_p50": 123.4,
+            "wait_ms_p95": 1234.5, "cpu_percent": 190.0, "gpu_util_percent": 97.0,
+            "peak_rss_mb": 12345.0, "skipped": 3}
+
+
+@pytest.mark.parametrize("device,on_error", [("cpu", "raise"), ("cuda", "skip")])
+def test_default_image_table_fits_80_columns(device, on_error):
+    results = [_row(b, 12345.6 * (k + 1)) for k, b in enumerate(DEFAULT_BACKENDS["image"])]
+    results.append({"backend": "dali:/a/long/path/to/my_preset.toml",
+                    "error": "SampleError: sample 3 (/data/x/a.jpg): " + "why " * 40})
+    report = {"modality": "image", "device": device, "results": results,
+              "settings": {"batch_size": 256, "steps": 30, "repeats": 3, "on_error": on_error},
+              **speedups(results)}
+    buf = io.StringIO()
+    print_table(report, console=Console(file=buf, width=TABLE_WIDTH))
+    lines = buf.getvalue().splitlines()
+    assert max(len(x) for x in lines) <= 80, "\n".join(lines)
+    text = buf.getvalue()
+    assert "vs dali = the row's samples/s over dali's" in text
+    assert "dali:/a/long/path/to/my_preset.toml failed: SampleError: sample 3" in text
+    assert ("skip" in text) == (on_error == "skip")
+    assert report["speed_over_dali"]["torch"] == pytest.approx(2.0)  # the column's ratio
+    assert report["ratios"]["dali/torch"] == pytest.approx(0.5)  # CONTRACT.md's, kept
+
+
+def test_compare_skips_bad_files_and_reports_a_failing_row(tmp_path):
+    data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
+    bad = sorted(data.glob("*/*.jpg"))[0]
+    bad.write_bytes(bad.read_bytes()[:300])  # a truncated JPEG
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "compare.py"), "--data", str(data),
+         "--batch-size", "8", "--steps", "2", "--warmup", "0", "--size", "32",
+         "--device", "cpu", "--backends", "dali,classic", "--repeats", "1",
+         "--on-error", "skip", "--json", str(out), "--plot", str(tmp_path / "p.png")],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # a row failed: the exit code says so
+    report = json.loads(out.read_text())
+    dali, classic = report["results"]
+    assert dali["skipped"] == 1 and dali["samples_per_s"] > 0  # the one truncated file
+    assert classic["error"].startswith("OSError") and "\n" not in classic["error"]
+    assert "Traceback" not in proc.stderr
+    assert f"classic failed: {classic['error']}" in proc.stderr
+    assert any(x.startswith("measuring: 2/4 (50%)") for x in proc.stderr.splitlines())
+    assert max(len(x) for x in proc.stdout.splitlines()) <= 80, proc.stdout
+    assert "skip" in proc.stdout and "failed" in proc.stdout
+    assert_plot_has_content(tmp_path / "p.png")
+
+
+def test_sample_data_creation_shows_progress_lines(tmp_path, monkeypatch, capsys):
+    from bench.compare import sample_data
+    monkeypatch.setenv("DALI_PIPES_CACHE", str(tmp_path))
+    folder = sample_data("hyperspectral")
+    err = capsys.readouterr().err.splitlines()
+    assert folder.is_dir() and folder.parent == tmp_path
+    assert err and err[-1].endswith("ETA 0s") and "2/2 (100%)" in err[-1], err
