@@ -26,7 +26,11 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 
 from dali_pipes.sources.hyperspectral import (  # noqa: E402
-    HyperspectralSource, cube_geometry, open_cube, read_window)
+    HyperspectralSource,
+    cube_geometry,
+    open_cube,
+    read_window,
+)
 
 
 def naive_patch(source: HyperspectralSource, index: int) -> np.ndarray:

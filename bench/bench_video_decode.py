@@ -34,8 +34,12 @@ try:
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from dali_pipes.clips import clip_frame_indices, clip_starts
-from dali_pipes.formats.video import (clear_probe_cache, decode_frames_pyav,  # noqa: E402
-                                      probe_video, remux_segment)
+from dali_pipes.formats.video import (  # noqa: E402
+    clear_probe_cache,
+    decode_frames_pyav,
+    probe_video,
+    remux_segment,
+)
 
 
 def write_vp9(path: Path, n: int, width: int, height: int, gop: int, fps: int = 30) -> Path:

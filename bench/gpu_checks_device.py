@@ -14,8 +14,17 @@ from pathlib import Path
 
 import torch
 
-from bench.gpu_checks import (IMAGE_TOL, PRESETS, Ctx, big_images, compare, epoch, images,
-                              loader, on_device)
+from bench.gpu_checks import (
+    IMAGE_TOL,
+    PRESETS,
+    Ctx,
+    big_images,
+    compare,
+    epoch,
+    images,
+    loader,
+    on_device,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,8 +20,9 @@ a CPU path; results equal numpy's to float tolerance.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from types import ModuleType
-from typing import Callable, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 

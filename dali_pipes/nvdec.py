@@ -29,8 +29,9 @@ only, so streams deeper than 8 bits also go to PyAV. See docs/gpu.md for the tab
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Literal
 
 Route = Literal["nvdec", "dali_cpu", "pyav"]
 CPU_CODECS = frozenset({"vp8", "vp9", "mjpeg"})  # = formats.video.CPU_DECODABLE_CODECS

@@ -13,8 +13,8 @@ graph: equal speed on the CPU; its docstring says why this design is the one kep
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -212,7 +212,7 @@ class DatasetLoader:
         self._plan.stop_workers()
         self._engine.close()
 
-    def __enter__(self) -> "DatasetLoader":
+    def __enter__(self) -> DatasetLoader:
         return self
 
     def __exit__(self, *exc) -> None:

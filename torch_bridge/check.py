@@ -19,8 +19,8 @@ import functools
 import io
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 

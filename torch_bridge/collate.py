@@ -11,7 +11,7 @@ resolutions, IMU with another channel count) raises ValueError naming each sampl
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -1,8 +1,9 @@
 """Per-sample failures: raised with context, or counted and named under on_error="skip"."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal, Mapping, TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 

@@ -48,8 +48,9 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Union
+from typing import Union
 
 import numpy as np
 

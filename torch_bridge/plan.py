@@ -20,8 +20,9 @@ out the new ranks are keyed as further draws of their index.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -32,7 +33,7 @@ class Sampler(Protocol):
     depend on the world size and batch size sets `order_depends_on_layout = False`, which
     allows elastic resume mid-epoch."""
 
-    def order(self, plan: "EpochPlan", epoch: int) -> np.ndarray: ...
+    def order(self, plan: EpochPlan, epoch: int) -> np.ndarray: ...
 
     def describe(self) -> dict[str, Any]: ...
 

@@ -11,7 +11,8 @@ modality, both engines and the adapter's feed and plan conform.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 

@@ -5,9 +5,9 @@ Everything is validated on open; reads touch only the bytes they need and return
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np

@@ -58,9 +58,10 @@ import functools
 import io
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterator, Literal
+from typing import Literal
 
 import av
 import numpy as np

@@ -8,7 +8,7 @@ later inside DALI with "no input named ...". Imports DALI, never torch.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import nvidia.dali.fn as fn

@@ -34,6 +34,7 @@ from dali_pipes.sources.fusion import FusionFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.video import VideoModality
 
+
 class FusionModality(VideoModality):
     """Every video option plus `imu_offset` (seconds, IMU time = frame time + offset, default
     0.0), `imu_method` ("linear", "slerp", "previous", "nearest") and `max_gap` (seconds or

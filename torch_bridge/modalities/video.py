@@ -29,12 +29,12 @@ from dali_pipes.augment import flips
 from dali_pipes.clips import LoaderPad, check_loader_pad
 from dali_pipes.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
-from torch_bridge.modalities.clip_resize import resize_clip
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.schema import time_fields
 from dali_pipes.sources.video import VideoFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
+from torch_bridge.modalities.clip_resize import resize_clip
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
 _DUMMY_BYTES = np.zeros(1, np.uint8)
