@@ -93,8 +93,8 @@ def run(args) -> dict:
     t_vec, (ours, _) = _time(lambda: align_to_frames(frame_t, imu_t, imu_v), args.repeat * 10)
     rows.append({"name": "align_to_frames linear", "seconds": t_vec})
     for method in ("previous", "nearest"):
-        secs, _ = _time(lambda: align_to_frames(frame_t, imu_t, imu_v, method=method,
-                                                max_gap=0.02), args.repeat * 10)
+        secs, _ = _time(lambda method=method: align_to_frames(frame_t, imu_t, imu_v, method=method,
+                                                              max_gap=0.02), args.repeat * 10)
         rows.append({"name": f"align_to_frames {method}", "seconds": secs})
     quats = imu_v[:, :4] if imu_v.shape[1] >= 4 else np.tile(imu_v[:, :1], (1, 4))
     secs, _ = _time(lambda: align_to_frames(frame_t, imu_t, quats, method="slerp"),

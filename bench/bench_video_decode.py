@@ -92,7 +92,7 @@ def feeder(path: Path, info, plan, segments: bool):
                     [np.array(s, np.int32) for s in start])
         cut = [remux_segment(info, int(row[0]), int(row[-1])) for row in indices]
         return ([data for data, _ in cut],
-                [np.array(s - key, np.int32) for s, (_, key) in zip(start, cut)])
+                [np.array(s - key, np.int32) for s, (_, key) in zip(start, cut, strict=True)])
     return feed
 
 
@@ -114,7 +114,8 @@ def time_dali(args, path, info, threads: int, segments: bool):
     first = [np.array(t) for t in pipe.run()[0]]  # warm-up, kept for the frame check
     per_clip = median_per_clip(args, lambda k: pipe.run())
     ref = [decode_frames_pyav(path, row, info=info)[0].astype(int) for row in plan[0][1]]
-    diff = np.concatenate([np.abs(a.astype(int) - b).ravel() for a, b in zip(first, ref)])
+    diff = np.concatenate([np.abs(a.astype(int) - b).ravel()
+                           for a, b in zip(first, ref, strict=True)])
     return per_clip, f"{diff.mean():.1f}/{diff.max()}"
 
 

@@ -119,7 +119,7 @@ class _Reader:
             while not self.frames[position]:
                 if not process.is_alive():
                     mark = self.sweeps
-                    self.cond.wait_for(lambda: self.frames[position] or
+                    self.cond.wait_for(lambda mark=mark: self.frames[position] or
                                        self.sweeps >= mark + 2, timeout=4 * self.poll_s)
                     if not self.frames[position]:
                         raise died()

@@ -50,7 +50,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Union
 
 import numpy as np
 
@@ -84,7 +83,7 @@ class Prepared:
     skips: tuple[Skipped, ...] = ()
 
 
-Outcome = Union[Prepared, Exception]  # an exception: raised when the batch's turn comes
+Outcome = Prepared | Exception  # an exception: raised when the batch's turn comes
 
 
 class FeedPool:

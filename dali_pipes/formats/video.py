@@ -212,14 +212,15 @@ def _make_info(path, container, stream, pts, keys, indexed_by, dropped) -> Video
     keyframes = np.flatnonzero(keys).astype(np.int64)
     for array in (pts, seconds, keyframes):
         array.flags.writeable = False
-    return VideoInfo(path=path, codec=_codec_name(stream.codec_context), container=container.format.name,
+    return VideoInfo(path=path, codec=_codec_name(stream.codec_context),
+                     container=container.format.name,
                      stream_index=stream.index, width=stream.width, height=stream.height,
                      frame_count=len(pts), fps=_fps(stream, seconds), time_base=tb,
                      start_time=float(int(pts[0]) * tb), pts=pts, timestamps=seconds,
                      keyframes=keyframes, indexed_by=indexed_by, dropped_packets=dropped,
                      profile=stream.codec_context.profile, pix_fmt=stream.codec_context.pix_fmt,
                      **dict(zip(("chroma", "bit_depth"),
-                                chroma_and_depth(stream.codec_context.pix_fmt))))
+                                chroma_and_depth(stream.codec_context.pix_fmt), strict=True)))
 
 
 def chroma_and_depth(pix_fmt: str | None) -> tuple[str | None, int | None]:

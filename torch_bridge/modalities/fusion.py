@@ -82,7 +82,7 @@ class FusionModality(VideoModality):
                                     None if keys is None else np.asarray(keys)[good])
         if len(kept):
             aligned = [self.source.imu(i, ts)
-                       for i, ts in zip(kept.tolist(), feeds["timestamps"])]
+                       for i, ts in zip(kept.tolist(), feeds["timestamps"], strict=True)]
             feeds["imu"] = [imu for imu, _ in aligned]
             feeds["imu_valid"] = [valid for _, valid in aligned]
         return feeds, kept

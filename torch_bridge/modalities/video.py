@@ -137,7 +137,7 @@ class ClipModality(SourceModality):
         if self.size is not None or len(set(sizes)) <= 1:
             return
         first = sizes[0]
-        odd = [(i, hw) for i, hw in zip(indices, sizes) if hw != first]
+        odd = [(i, hw) for i, hw in zip(indices, sizes, strict=True) if hw != first]
         raise ValueError(
             f"size=None keeps native resolution, so every clip of a batch must share it: "
             f"{self.path(indices[0])} is {first[0]}x{first[1]} but "

@@ -54,7 +54,8 @@ class FrameFolderModality(ClipModality):
         hw = None
         if self.size is None:  # native resolution: one size per clip, from the headers
             hw = self._clip_resolution(index, frames, [
-                jpeg_size(data, self._frame_path(index, k)) for k, data in zip(frames, jpegs)])
+                jpeg_size(data, self._frame_path(index, k))
+                for k, data in zip(frames, jpegs, strict=True)])
         return {"jpegs": jpegs, "hw": hw, "timestamps": self.source.timestamps(index, frames)}
 
     def _frame_path(self, index: int, frame: int) -> str:
@@ -64,7 +65,7 @@ class FrameFolderModality(ClipModality):
         """The clip's one (H, W); ValueError naming the frames when they differ."""
         if len(set(sizes)) > 1:
             listed = ", ".join(f"{self._frame_path(index, k)} is {h}x{w}"
-                               for k, (h, w) in list(zip(frames, sizes))[:6])
+                               for k, (h, w) in list(zip(frames, sizes, strict=True))[:6])
             raise ValueError(f"size=None keeps native resolution, so every frame of a clip "
                              f"must share it: {listed}; pass size=(H, W) to resize")
         return sizes[0]
