@@ -12,9 +12,12 @@ modality, both engines and the adapter's feed and plan conform.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from dali_pipes.pipelines.config import DaliDevice
 
 Feeds = dict  # graph input name -> one batch of arrays (a list, or one dense array)
 
@@ -50,7 +53,11 @@ class DaliFeed(Protocol):
     """What `DaliEngine` calls: it builds the graph, feeds each batch's inputs and attaches
     the fields that bypass the graph. Must not change when `build_pipeline` is called."""
 
-    dali_outputs: Sequence[str]
+    @property
+    def dali_outputs(self) -> Sequence[str]:
+        """The graph's output names, in the order the pipeline returns them (read-only: a
+        class attribute or a property)."""
+        ...
 
     def __len__(self) -> int:
         """Samples in the data set."""
@@ -60,7 +67,7 @@ class DaliFeed(Protocol):
         """The file (or item name) of sample `index`, for error messages."""
         ...
 
-    def build_pipeline(self, *, device: str, batch_size: int, config: Any,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: Any,
                        device_id: int | None = None) -> Any:
         """Define (not build) the modality's DALI graph.
 

@@ -21,7 +21,7 @@ ENVI_DTYPES: Mapping[int, np.dtype] = MappingProxyType({
     5: np.dtype("f8"), 6: np.dtype("c8"), 9: np.dtype("c16"), 12: np.dtype("u2"),
     13: np.dtype("u4"), 14: np.dtype("i8"), 15: np.dtype("u8"),
 })
-_BYTE_ORDERS = MappingProxyType({0: "<", 1: ">"})
+_BYTE_ORDERS: Mapping[int, Literal["<", ">"]] = MappingProxyType({0: "<", 1: ">"})
 _INTERLEAVES = ("bsq", "bil", "bip")
 _REQUIRED = ("samples", "lines", "bands", "data type", "interleave", "byte order")
 _DATA_EXTENSIONS = ("", ".img", ".dat", ".raw", ".bin", ".bsq", ".bil", ".bip")
@@ -112,7 +112,7 @@ def _list_field(path: str, fields: Mapping[str, str], key: str, bands: int,
     if dtype is None:
         return tuple(items)
     try:
-        array = np.array([float(s) for s in items]).astype(dtype)
+        array: np.ndarray = np.array([float(s) for s in items]).astype(dtype)
     except ValueError as exc:
         raise FormatError(path, key, "not a list of numbers", value=fields[key][:60]) from exc
     array.flags.writeable = False
@@ -120,9 +120,9 @@ def _list_field(path: str, fields: Mapping[str, str], key: str, bands: int,
 
 
 def _choice_field(path: str, fields: Mapping[str, str], key: str, allowed):
-    value = fields[key].strip().lower()
+    text = fields[key].strip().lower()
     try:
-        value = int(value) if isinstance(allowed[0], int) else value
+        value: int | str = int(text) if isinstance(allowed[0], int) else text
     except ValueError as exc:
         raise FormatError(path, key, "not an integer", value=fields[key]) from exc
     if value not in allowed:

@@ -172,7 +172,7 @@ def _frame_blocks(path: str, root: ET.Element) -> tuple[ET.Element, ET.Element]:
 def _layout_v3(path: str, root: ET.Element) -> SpeLayout:
     frame, region = _frame_blocks(path, root)
     pixel_format = frame.get("pixelFormat")
-    if pixel_format not in PIXEL_FORMATS:
+    if pixel_format is None or pixel_format not in PIXEL_FORMATS:
         raise FormatError(path, "XML pixelFormat", "unsupported pixel format",
                           value=pixel_format, expected=sorted(PIXEL_FORMATS))
     dtype = PIXEL_FORMATS[pixel_format]

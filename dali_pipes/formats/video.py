@@ -175,12 +175,12 @@ def _demux_index(path: str, container, stream):
                                            f"{exc}") from exc
     if any(p is None for p in pts):
         return None, None, dropped
-    pts = np.asarray(pts, dtype=np.int64)
-    order = np.argsort(pts, kind="stable")
-    pts, keys = pts[order], np.asarray(keys, dtype=bool)[order]
-    if np.any(np.diff(pts) == 0):
+    stamps = np.asarray(pts, dtype=np.int64)
+    order = np.argsort(stamps, kind="stable")
+    stamps, flags = stamps[order], np.asarray(keys, dtype=bool)[order]
+    if np.any(np.diff(stamps) == 0):
         return None, None, dropped
-    return pts, keys, dropped
+    return stamps, flags, dropped
 
 
 def _decode_index(path: str, container, stream):
@@ -212,6 +212,7 @@ def _make_info(path, container, stream, pts, keys, indexed_by, dropped) -> Video
     keyframes = np.flatnonzero(keys).astype(np.int64)
     for array in (pts, seconds, keyframes):
         array.flags.writeable = False
+    chroma, bit_depth = chroma_and_depth(stream.codec_context.pix_fmt)
     return VideoInfo(path=path, codec=_codec_name(stream.codec_context),
                      container=container.format.name,
                      stream_index=stream.index, width=stream.width, height=stream.height,
@@ -219,13 +220,14 @@ def _make_info(path, container, stream, pts, keys, indexed_by, dropped) -> Video
                      start_time=float(int(pts[0]) * tb), pts=pts, timestamps=seconds,
                      keyframes=keyframes, indexed_by=indexed_by, dropped_packets=dropped,
                      profile=stream.codec_context.profile, pix_fmt=stream.codec_context.pix_fmt,
-                     **dict(zip(("chroma", "bit_depth"),
-                                chroma_and_depth(stream.codec_context.pix_fmt), strict=True)))
+                     chroma=chroma, bit_depth=bit_depth)
 
 
 def chroma_and_depth(pix_fmt: str | None) -> tuple[str | None, int | None]:
     """("420" | "422" | "444" | "400" | "other", bits per luma sample) of an FFmpeg pixel
     format name; (None, None) when it is unknown."""
+    if pix_fmt is None:
+        return None, None
     try:
         fmt = av.VideoFormat(pix_fmt, 64, 64)
     except (TypeError, ValueError):

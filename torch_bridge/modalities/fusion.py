@@ -24,12 +24,14 @@ with the batch like the video fields: zeros in "imu", False in "imu_valid".
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
 from dali_pipes.clips import LoaderPad
 from dali_pipes.pipelines import fusion as fusion_graph
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.fusion import FusionFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.video import VideoModality
@@ -63,7 +65,7 @@ class FusionModality(VideoModality):
         return out
 
     # DALI backend -------------------------------------------------------------------
-    def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         self._check_device(device)
         return fusion_graph.build_fusion_pipeline(device=device, batch_size=batch_size,
@@ -72,7 +74,7 @@ class FusionModality(VideoModality):
                                                   variable=self.variable)
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
-              ) -> tuple[dict[str, object], np.ndarray]:
+              ) -> tuple[dict[str, Any], np.ndarray]:
         """The video feeds plus the aligned IMU of the kept samples. IMU files are read
         first, each under the guard: a bad one skips or raises naming the sample's index and
         video (the sample's path on both backends) and, in the reason, the IMU file."""

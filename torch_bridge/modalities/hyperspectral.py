@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from dali_pipes.pipelines import hyperspectral as graph
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.hyperspectral import HyperspectralSource, patch_augment
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys
@@ -48,7 +48,8 @@ class HyperspectralModality(SourceModality):
                 raise ValueError(f"{option} must be True or False, got {value!r}")
         self._set_source(HyperspectralSource(data, patch_size=patch_size, bands=bands), data)
         self.seed, self.train, self.normalize = seed, bool(train), bool(normalize)
-        self.mean = self.std = None
+        self.mean: np.ndarray | None = None
+        self.std: np.ndarray | None = None
         if self.normalize:  # (scenes, n_bands, 1, 1) float32, once, before any worker starts
             stats = [self.source.band_stats(s, device=device)
                      for s in range(len(self.source.scenes))]
@@ -60,7 +61,7 @@ class HyperspectralModality(SourceModality):
                 "scene": self.source.scene_ids[indices]}
 
     # DALI backend -------------------------------------------------------------------
-    def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         return graph.build_hyperspectral_pipeline(
             device=device, batch_size=batch_size, config=config, dtype=self.source.dtype,
@@ -74,7 +75,7 @@ class HyperspectralModality(SourceModality):
         if not patches:
             return {}, kept_arr
         feeds = {"cube": np.stack(patches)}  # one dense (B, n_bands, P, P) array
-        if self.normalize:
+        if self.mean is not None and self.std is not None:  # normalize=True
             scenes = self.source.scene_ids[kept_arr]
             feeds["mean"], feeds["std"] = self.mean[scenes], self.std[scenes]
         if self.train:

@@ -22,6 +22,8 @@ video --device cpu --batch-size 8 --steps 20 --size 112`, one run): DALI 158 cli
 """
 from __future__ import annotations
 
+from typing import Any, Literal
+
 import numpy as np
 import torch
 
@@ -29,7 +31,7 @@ from dali_pipes.augment import flips
 from dali_pipes.clips import LoaderPad, check_loader_pad
 from dali_pipes.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.schema import time_fields
 from dali_pipes.sources.video import VideoFolderSource
 from torch_bridge.errors import SampleGuard
@@ -72,6 +74,7 @@ class ClipModality(SourceModality):
     padded, with "length" and "mask"). Subclasses name their `source_class` and the graph
     outputs of both pad modes (`dali_outputs`, `variable_outputs`)."""
 
+    name: str  # the registry name, set by each subclass
     source_class: type = type(None)
     dali_outputs: tuple[str, ...] = ()
     variable_outputs: tuple[str, ...] = ()
@@ -85,17 +88,18 @@ class ClipModality(SourceModality):
         self.variable = check_loader_pad(pad) == "variable"
         if self.variable:
             self.dali_outputs = self.variable_outputs
+        # fields the torch collate pads along time (none unless pad="variable")
+        self.padded_fields = time_fields(self.name) if self.variable else ()
         self._set_source(self._make_source(data, clip_length=clip_length, stride=stride,
                                            clips_per_video=clips_per_video), data)
         self.seed, self.train = seed, bool(train)
 
-    @property
-    def padded_fields(self) -> tuple[str, ...]:
-        """Fields the torch collate pads along time (none unless pad="variable")."""
-        return time_fields(self.name) if self.variable else ()
-
     def _make_source(self, data, **clip_options):
         return self.source_class(data, **clip_options)
+
+    def _read(self, epoch: int, index: int, key: int | None = None) -> dict:
+        """One sample's feeds (the subclass reads its clip: a video file or a frame folder)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _read")
 
     def clip(self, epoch: int, index: int, key: int | None = None) -> np.ndarray:
         """(T,) int64 frame indices of sample `index`'s clip in `epoch` (with pad="variable"
@@ -158,7 +162,7 @@ class VideoModality(ClipModality):
     def __init__(self, data, *, device: str = "cpu", **options):
         super().__init__(data, **options)
         self.device = torch.device(device)
-        self.dali_device = "gpu" if self.device.type == "cuda" else "cpu"
+        self.dali_device: Literal["cpu", "gpu"] = "gpu" if self.device.type == "cuda" else "cpu"
         self._nvdec: tuple | None = None  # (GPU family, probe results), on first use
 
     # DALI backend -------------------------------------------------------------------
@@ -168,7 +172,7 @@ class VideoModality(ClipModality):
                              f"{self.dali_device!r} (its decoder routing depends on it), "
                              f"not {device!r}; make a new one for another device")
 
-    def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         self._check_device(device)
         self._routing()  # probe NVDEC here, in the main process, before feed workers start
@@ -206,7 +210,7 @@ class VideoModality(ClipModality):
         return sample
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
-              ) -> tuple[dict[str, object], np.ndarray]:
+              ) -> tuple[dict[str, Any], np.ndarray]:
         """Read a batch's clips (bad files go to the guard) and their parameters."""
         samples, kept_arr, mirror = self._read_clips(epoch, indices, guard, keys)
         if not samples:

@@ -17,6 +17,7 @@ batch's longest with zeros and adds "length" and "mask".
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,7 +25,7 @@ import torch
 from dali_pipes.formats.jpeg import jpeg_size
 from dali_pipes.frames import frame_name
 from dali_pipes.pipelines import video_frames as graph
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.video_frames import FrameFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import aug_keys
@@ -39,7 +40,7 @@ class FrameFolderModality(ClipModality):
     source_class = FrameFolderSource
 
     # DALI backend -------------------------------------------------------------------
-    def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         return graph.build_frames_pipeline(device=device, batch_size=batch_size,
                                            config=config, size=self.size,
@@ -71,7 +72,7 @@ class FrameFolderModality(ClipModality):
         return sizes[0]
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
-              ) -> tuple[dict[str, object], np.ndarray]:
+              ) -> tuple[dict[str, Any], np.ndarray]:
         """The batch's frames flat, one graph sample per frame (see the graph's inputs):
         every frame a clip has (T with pad="repeat_last", its own length with "variable")."""
         samples, kept_arr, mirror = self._read_clips(epoch, indices, guard, keys)
@@ -84,7 +85,7 @@ class FrameFolderModality(ClipModality):
                                              ).astype(np.float64),
                 "clip": np.repeat(np.arange(len(samples), dtype=np.int32), lengths)}, kept_arr
 
-    def sample_feeds(self, feeds: dict[str, object], position: int) -> dict[str, list]:
+    def sample_feeds(self, feeds: dict[str, Any], position: int) -> dict[str, list]:
         """The feeds of the batch's clip at `position` alone (to decode it by itself when a
         batch fails and the culprit must be named)."""
         rows = np.flatnonzero(np.asarray(feeds["clip"]) == position)
