@@ -57,8 +57,11 @@ def build_hyperspectral_pipeline(*, device: Literal["cpu", "gpu"], batch_size: i
 
 def _graph(device: str, dtype: str, augment: bool, normalize: bool):
     backend = device
-    nodes = dict(zip(inputs(augment=augment, normalize=normalize), external_inputs(
-        _declared(augment=augment, normalize=normalize), dtypes={"cube": dtype}), strict=True))
+    created = external_inputs(_declared(augment=augment, normalize=normalize),
+                              dtypes={"cube": dtype})
+    # no zip(strict=...) here: DALI's autograph (conditionals) replaces zip without it
+    nodes = {name: created[i] for i, name in enumerate(inputs(augment=augment,
+                                                              normalize=normalize))}
     cube = _on(nodes["cube"], backend)
     if dtype != "float32":
         cube = fn.cast(cube, dtype=types.FLOAT, device=backend)

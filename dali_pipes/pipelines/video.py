@@ -21,7 +21,7 @@ GPU) only sees the samples it can decode and resizes them, the others bring thei
 already resized (torchvision's kernel in the feed: cheaper than DALI's CPU resize and the
 torch path's own pixels); the two halves are merged before flip / normalize, so one batch may
 mix codecs. Padding past the end of a video repeats its last frame
-(`pad_mode="edge"`, equal to `clips.clip_frame_indices(..., "repeat_last")` because a
+(`pad_mode="edge"`, equal to `clips.clip_frame_indices` because a
 segment ends at the clip's last frame).
 
 Variable-length clips (`variable=True`, the loaders' pad="variable"): "sequence_length" is
