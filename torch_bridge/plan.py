@@ -194,19 +194,6 @@ class EpochPlan:
                                     self.num_samples)
         return indices[self.rank::self.world_size], keys[self.rank::self.world_size]
 
-    def batch(self, epoch: int, position: int) -> np.ndarray:
-        """Indices of batch number `position` of `epoch` on this rank."""
-        count = self.num_batches(epoch)
-        if not 0 <= position < count:
-            raise IndexError(f"batch {position} out of range for {count} batches")
-        start = position * self.batch_size
-        return self.rank_indices(epoch)[start:start + self.batch_size]
-
-    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[int, np.ndarray]]:
-        """(position, indices) for each batch of `epoch` from batch `start` on."""
-        for position, indices, _ in self.keyed_batches(epoch, start):
-            yield position, indices
-
 
 def draw_counts(order: np.ndarray) -> np.ndarray:
     """For each entry of `order`, how many times its value occurred before it (0 the first
