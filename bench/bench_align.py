@@ -22,11 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-try:
-    from dali_pipes.align import align_to_frames
-except ImportError:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from dali_pipes.align import align_to_frames
+from dali_pipes.align import align_to_frames
 
 ARTICLE_EPS = 1e-8
 

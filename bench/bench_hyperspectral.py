@@ -20,12 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from dali_pipes.sources.hyperspectral import (  # noqa: E402
+from dali_pipes.sources.hyperspectral import (
     HyperspectralSource,
     cube_geometry,
     open_cube,

@@ -29,12 +29,8 @@ from pathlib import Path
 import av
 import numpy as np
 
-try:
-    from dali_pipes.clips import clip_frame_indices, clip_starts
-except ImportError:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from dali_pipes.clips import clip_frame_indices, clip_starts
-from dali_pipes.formats.video import (  # noqa: E402
+from dali_pipes.clips import clip_frame_indices, clip_starts
+from dali_pipes.formats.video import (
     clear_probe_cache,
     decode_frames_pyav,
     probe_video,
