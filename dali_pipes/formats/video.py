@@ -6,7 +6,7 @@ the presentation timestamp of every frame. Rules:
 - Frames are the video stream's packets in presentation order (sorted by pts), as FFmpeg's
   demuxer gives them and as DALI's `fn.decoders.video` indexes them, so frame `i` here is
   `start_frame=i` there. Probing demuxes packets without decoding (pts and keyframe flags);
-  it reads the file's bytes once and costs a few microseconds per frame.
+  it reads the file's bytes once (cost per frame measured in docs/measurements.md).
 - `frame_count` is counted from those packets; the container's header count (`stream.frames`,
   0 in Matroska/WebM, sometimes wrong elsewhere) is never trusted. Empty (flush) packets are
   not frames; packets the demuxer flags corrupt (the cut-off last packet of a truncated file)
@@ -31,26 +31,14 @@ the presentation timestamp of every frame. Rules:
 requested frame and decodes forward only until the last requested frame: the CPU fallback for
 codecs DALI cannot decode on its CPU backend and the reference decoder of the torch path.
 
-Measured (`python bench/bench_video_decode.py`; 2 CPU cores shared with other jobs, no GPU;
-DALI 2.4, PyAV 18.1): VP9 320x240, keyframe every 30 frames, clips of 8 frames at stride 2,
-batch 8, random starts; process CPU ms per clip, median of 3 runs (wall ms in brackets):
-| file | decode_frames_pyav | DALI CPU, whole file | DALI CPU, keyframe segment |
-|---|---|---|---|
-| 60 frames, 79 KB      | 13.5 (16.9) | 13.4 (13.4) | 12.8 (12.8) |
-| 1800 frames, 2.4 MB   | 15.9 (23.0) | 265 (269)   | 14.4 (14.4) |
 DALI's CPU `fn.decoders.video` works here with per-sample start_frame / sequence_length / stride
-from `external_source`; its frames are ours (same frame numbering; mean abs difference 1.8
-levels, up to 87 at sharp colour edges, where its YUV->RGB chroma upsampling differs from
-swscale's, so comparisons need a mean-based tolerance). It needs the whole file's bytes per
-sample and, on in-memory input, its cost grows with the start frame even though its source has a
-keyframe seek: one clip of the 1800-frame file costs 17 / 25 / 308 / 461 CPU ms at start
-0 / 31 / 900 / 1784 (an MJPEG AVI, all keyframes, behaves the same: 12 / 116 / 165 ms at
-0 / 900 / 1780), i.e. it decodes every frame before the clip. Feeding it instead the packets from
-the keyframe before the clip to the clip's end, remuxed with PyAV into a small in-memory
-Matroska file (about 2 ms, no decoding), makes DALI's cost independent of the file's length.
-decode_frames_pyav seeks, so its cost depends on the clip and the keyframe interval only; about
-half of it is swscale's YUV->RGB conversion (0.9 ms per 320x240 frame). Probing the 1800-frame
-file (demux only) takes 7-8 ms.
+from `external_source`, with our frame numbering; its YUV->RGB chroma upsampling differs from
+swscale's at sharp colour edges, so comparisons need a mean-based tolerance. On in-memory input
+its cost grows with the start frame (it decodes every frame before the clip); feeding it instead
+the packets from the keyframe before the clip to the clip's end, remuxed with PyAV into a small
+in-memory Matroska file (`remux_segment`, no decoding), makes its cost independent of the file's
+length. decode_frames_pyav seeks, so its cost depends on the clip and the keyframe interval
+only. Measured in docs/measurements.md ("dali_pipes/formats/video.py").
 """
 from __future__ import annotations
 

@@ -13,11 +13,7 @@ batch, rather than being attached afterwards like labels, keeps them paired with
 through prefetch, run-ahead across epochs, restarts and resume, because `meta()` is not told
 the epoch a batch belongs to and the aligned values depend on the epoch's clip start.
 
-Measured on 2 CPU cores, no GPU, built-in sample (`bench.sample_fusion.fusion_dataset`: 32 VP9
-clips of 160x120 with 200 Hz 6-channel IMU), clip_length 8, size 112, batch 8 (`python
-bench/compare.py --modality fusion --device cpu --batch-size 8 --steps 10 --size 112`, one
-run): DALI 143 clips/s (wait p50 52 ms), torch reference with 2 workers 68 clips/s (p50 115 ms)
-- the same as plain video: alignment costs well under a millisecond per clip.
+Throughput against the torch reference: docs/measurements.md.
 
 With pad="variable" the IMU is aligned to the clip's real frames only (L of them) and padded
 with the batch like the video fields: zeros in "imu", False in "imu_valid".

@@ -5,16 +5,7 @@ into DALI in the scenes' common dtype; the graph casts to float32, normalises wh
 applies the flips and quarter turns. The torch reference reads the same patches and applies
 the same parameters with torch.flip / torch.rot90, so both backends give identical cubes.
 
-Measured on 2 CPU cores, built-in sample scenes (one ENVI int16 and one SPE uint16 scene of
-200x200 pixels and 96 bands, 24,000 labeled pixels), 9x9 patches, train=True, batch 64
-(`python bench/compare.py --modality hyperspectral --device cpu --steps 100 --repeats 3`,
-medians): DALI 9,050 samples/s, torch reference with 2 workers 4,490 samples/s. Reading a
-patch from the memory map: 34,000 patches/s; opening the file and loading the whole cube per
-sample (the naive path): 540 patches/s (`python bench/bench_hyperspectral.py`). Since SPE
-patches read only their rows of each frame, and every read checks the file's size first
-(the SIGBUS guard), the same benchmark on the same 2 cores, busy with other jobs (load
-average 4-5; medians of 3 runs), gives 40,700 patches/s (ENVI scenes 42,300, SPE 66,200),
-naive 600.
+Throughput against the torch reference and patch-read rates: docs/measurements.md.
 """
 from __future__ import annotations
 

@@ -15,10 +15,7 @@ batch is padded to its longest clip: by `fn.pad` in the graph on the DALI backen
 (after normalization), "timestamps" and "imu", False in "imu_valid"; the batch gains
 "length" int64 (B,) and "mask" bool (B, T).
 
-Measured on 2 CPU cores, no GPU, built-in sample clips (48 VP9 files of 160x120, 48-96
-frames), clip_length 8, size 112, batch 8, train=True (`python bench/compare.py --modality
-video --device cpu --batch-size 8 --steps 20 --size 112`, one run): DALI 158 clips/s
-(wait p50 52 ms), torch reference with 2 workers 74 clips/s (p50 107 ms).
+Throughput against the torch reference: docs/measurements.md.
 """
 from __future__ import annotations
 
