@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from dali_pipes.formats._mapped import MappedFile
+from dali_pipes.formats._mapped import MappedFile, check_index
 from dali_pipes.formats.errors import FormatError
 
 #: ENVI "data type" code -> numpy dtype (byte order applied separately).
@@ -213,14 +213,6 @@ _LAYOUTS = MappingProxyType({  # memmap axes per interleave, and the transpose t
 })
 
 
-def _check_index(name: str, value, size: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if not 0 <= value < size:
-        raise IndexError(f"{name}={value} out of range [0, {size})")
-    return int(value)
-
-
 class EnviCube(MappedFile):
     """A memory-mapped ENVI cube; every read returns an independent native-endian array."""
 
@@ -244,14 +236,14 @@ class EnviCube(MappedFile):
             raise TypeError(f"bands must be None or a sequence of ints, got {type(bands).__name__}")
         if len(bands) == 0:
             raise ValueError("bands must not be empty")
-        return [_check_index(f"bands[{i}]", b, self.header.bands) for i, b in enumerate(bands)]
+        return [check_index(f"bands[{i}]", b, self.header.bands) for i, b in enumerate(bands)]
 
     def _native(self, view: np.ndarray) -> np.ndarray:
         return np.array(view.transpose(self._to_bsq), dtype=self.dtype, order="C")
 
     def read_band(self, b: int) -> np.ndarray:
         """Band ``b`` as a (lines, samples) array."""
-        b = _check_index("b", b, self.header.bands)
+        b = check_index("b", b, self.header.bands)
         return self._native(self._index(slice(b, b + 1), slice(None), slice(None)))[0]
 
     def read_patch(self, y: int, x: int, h: int, w: int, bands=None) -> np.ndarray:
@@ -259,8 +251,8 @@ class EnviCube(MappedFile):
         for name, size in (("h", h), ("w", w)):
             if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
                 raise ValueError(f"{name} must be a positive int, got {size!r}")
-        y = _check_index("y", y, self.header.lines)
-        x = _check_index("x", x, self.header.samples)
+        y = check_index("y", y, self.header.lines)
+        x = check_index("x", x, self.header.samples)
         if y + h > self.header.lines or x + w > self.header.samples:
             raise IndexError(f"patch y={y}, x={x}, h={h}, w={w} exceeds "
                              f"(lines, samples)=({self.header.lines}, {self.header.samples})")

@@ -98,6 +98,20 @@ class ClipModality(SourceModality):
         """One sample's feeds (the subclass reads its clip: a video file or a frame folder)."""
         raise NotImplementedError(f"{type(self).__name__} must define _read")
 
+    def _torch_sample(self, epoch: int, index: int, key: int | None, frames: np.ndarray,
+                      clip: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The torch path's sample from a decoded uint8 (T, 3, H, W) clip: resized to `size`
+        (antialiased bilinear, as DALI), mirrored when its flip says so, with its timestamps."""
+        from torchvision.transforms.v2 import functional as F
+
+        if self.size is not None:
+            clip = F.resize(clip, list(self.size), antialias=True,
+                            interpolation=F.InterpolationMode.BILINEAR)
+        if self.flips(epoch, aug_keys(index, key))[0]:
+            clip = clip.flip(-1)
+        return {"frames": clip.contiguous(),
+                "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}
+
     def clip(self, epoch: int, index: int, key: int | None = None) -> np.ndarray:
         """(T,) int64 frame indices of sample `index`'s clip in `epoch` (with pad="variable"
         only the frames the video has); `key`: the plan's augmentation key of this draw."""
@@ -226,14 +240,6 @@ class VideoModality(ClipModality):
     def load(self, epoch: int, index: int, key: int | None = None
              ) -> dict[str, torch.Tensor]:
         """One clip decoded with PyAV: uint8 (T, 3, H, W), flipped and resized like DALI."""
-        from torchvision.transforms.v2 import functional as F
-
         frames = self.clip(epoch, index, key)
         clip = torch.from_numpy(self.source.decode_clip(index, frames)).permute(0, 3, 1, 2)
-        if self.size is not None:
-            clip = F.resize(clip, list(self.size), antialias=True,
-                            interpolation=F.InterpolationMode.BILINEAR)
-        if self.flips(epoch, aug_keys(index, key))[0]:
-            clip = clip.flip(-1)
-        return {"frames": clip.contiguous(),
-                "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}
+        return self._torch_sample(epoch, index, key, frames, clip)

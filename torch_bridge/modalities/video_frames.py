@@ -28,7 +28,6 @@ from dali_pipes.pipelines import video_frames as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.video_frames import FrameFolderSource
 from torch_bridge.errors import SampleGuard
-from torch_bridge.modalities.base import aug_keys
 from torch_bridge.modalities.video import ClipModality
 
 
@@ -115,21 +114,13 @@ class FrameFolderModality(ClipModality):
              ) -> dict[str, torch.Tensor]:
         """One clip: JPEGs decoded by torchvision, uint8 (T, 3, H, W), resized and flipped."""
         from torchvision.io import ImageReadMode, decode_jpeg
-        from torchvision.transforms.v2 import functional as F
 
         frames = self.clip(epoch, index, key)
         images = [decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
                   for data in self.source.read_jpegs(index, frames)]
         if self.size is None:
             self._clip_resolution(index, frames, [tuple(im.shape[1:]) for im in images])
-        clip = torch.stack(images)
-        if self.size is not None:
-            clip = F.resize(clip, list(self.size), antialias=True,
-                            interpolation=F.InterpolationMode.BILINEAR)
-        if self.flips(epoch, aug_keys(index, key))[0]:
-            clip = clip.flip(-1)
-        return {"frames": clip.contiguous(),
-                "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}
+        return self._torch_sample(epoch, index, key, frames, torch.stack(images))
 
 
 def _pad_clips(flat: torch.Tensor, lengths: np.ndarray) -> torch.Tensor:
