@@ -24,11 +24,23 @@ Feeds = dict  # graph input name -> one batch of arrays (a list, or one dense ar
 
 @runtime_checkable
 class BatchPlan(Protocol):
-    """The order an engine follows: batches of dataset indices for (epoch, rank)."""
+    """The order an engine follows: batches of dataset indices for (epoch, rank). The three
+    attributes are read-only (a frozen dataclass field, a class attribute or a property)."""
 
-    batch_size: int
-    rank: int
-    world_size: int
+    @property
+    def batch_size(self) -> int:
+        """Samples per batch (the last batch of an epoch may hold fewer)."""
+        ...
+
+    @property
+    def rank(self) -> int:
+        """This process's rank."""
+        ...
+
+    @property
+    def world_size(self) -> int:
+        """The number of ranks sharing each epoch."""
+        ...
 
     def __len__(self) -> int:
         """Batches per epoch on this rank."""
