@@ -47,14 +47,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler, SequentialSampler
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from dali_pipes.augment import image_params  # noqa: E402
-from dali_pipes.formats.jpeg import jpeg_size  # noqa: E402
-from dali_pipes.pipelines.config import load_config  # noqa: E402
-from dali_pipes.pipelines.image import build_image_pipeline  # noqa: E402
-from dali_pipes.sources import ImageFolderSource  # noqa: E402
-from torch_bridge.adapter import as_jpeg_array, dali_from_dataset  # noqa: E402
+from dali_pipes.augment import image_params
+from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.pipelines.config import load_config
+from dali_pipes.pipelines.image import build_image_pipeline
+from dali_pipes.sources import ImageFolderSource
+from torch_bridge.adapter import as_jpeg_array, dali_from_dataset
 
 
 class FileDataset(Dataset):

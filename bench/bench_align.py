@@ -22,11 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-try:
-    from dali_pipes.align import align_to_frames
-except ImportError:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from dali_pipes.align import align_to_frames
+from dali_pipes.align import align_to_frames
 
 ARTICLE_EPS = 1e-8
 
@@ -93,8 +89,8 @@ def run(args) -> dict:
     t_vec, (ours, _) = _time(lambda: align_to_frames(frame_t, imu_t, imu_v), args.repeat * 10)
     rows.append({"name": "align_to_frames linear", "seconds": t_vec})
     for method in ("previous", "nearest"):
-        secs, _ = _time(lambda: align_to_frames(frame_t, imu_t, imu_v, method=method,
-                                                max_gap=0.02), args.repeat * 10)
+        secs, _ = _time(lambda method=method: align_to_frames(frame_t, imu_t, imu_v, method=method,
+                                                              max_gap=0.02), args.repeat * 10)
         rows.append({"name": f"align_to_frames {method}", "seconds": secs})
     quats = imu_v[:, :4] if imu_v.shape[1] >= 4 else np.tile(imu_v[:, :1], (1, 4))
     secs, _ = _time(lambda: align_to_frames(frame_t, imu_t, quats, method="slerp"),

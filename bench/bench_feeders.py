@@ -22,10 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 CASES = {  # case: (modality, make_loader options, timed steps unless --steps is given)
     "video-h264": ("video", {"batch_size": 8, "clip_length": 8, "size": 112}, 30),

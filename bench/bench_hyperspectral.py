@@ -20,13 +20,14 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from dali_pipes.sources.hyperspectral import (  # noqa: E402
-    HyperspectralSource, cube_geometry, open_cube, read_window)
+from dali_pipes.sources.hyperspectral import (
+    HyperspectralSource,
+    cube_geometry,
+    open_cube,
+    read_window,
+)
 
 
 def naive_patch(source: HyperspectralSource, index: int) -> np.ndarray:

@@ -21,10 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 
 def load(data: Path, n: int, size: int):
@@ -110,7 +107,7 @@ def measure(datas, hw, windows, size: int, batch: int = 8) -> dict:
 
 def _diff(outs, ref) -> dict:
     d = np.concatenate([np.abs(a.astype(np.int16) - b.astype(np.int16)).ravel()
-                        for a, b in zip(outs, ref)])
+                        for a, b in zip(outs, ref, strict=True)])
     return {"mean": float(d.mean()), "p99": float(np.percentile(d, 99)), "max": int(d.max())}
 
 

@@ -29,13 +29,13 @@ from pathlib import Path
 import av
 import numpy as np
 
-try:
-    from dali_pipes.clips import clip_frame_indices, clip_starts
-except ImportError:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from dali_pipes.clips import clip_frame_indices, clip_starts
-from dali_pipes.formats.video import (clear_probe_cache, decode_frames_pyav,  # noqa: E402
-                                      probe_video, remux_segment)
+from dali_pipes.clips import clip_frame_indices, clip_starts
+from dali_pipes.formats.video import (
+    clear_probe_cache,
+    decode_frames_pyav,
+    probe_video,
+    remux_segment,
+)
 
 
 def write_vp9(path: Path, n: int, width: int, height: int, gop: int, fps: int = 30) -> Path:
@@ -88,7 +88,7 @@ def feeder(path: Path, info, plan, segments: bool):
                     [np.array(s, np.int32) for s in start])
         cut = [remux_segment(info, int(row[0]), int(row[-1])) for row in indices]
         return ([data for data, _ in cut],
-                [np.array(s - key, np.int32) for s, (_, key) in zip(start, cut)])
+                [np.array(s - key, np.int32) for s, (_, key) in zip(start, cut, strict=True)])
     return feed
 
 
@@ -110,7 +110,8 @@ def time_dali(args, path, info, threads: int, segments: bool):
     first = [np.array(t) for t in pipe.run()[0]]  # warm-up, kept for the frame check
     per_clip = median_per_clip(args, lambda k: pipe.run())
     ref = [decode_frames_pyav(path, row, info=info)[0].astype(int) for row in plan[0][1]]
-    diff = np.concatenate([np.abs(a.astype(int) - b).ravel() for a, b in zip(first, ref)])
+    diff = np.concatenate([np.abs(a.astype(int) - b).ravel()
+                           for a, b in zip(first, ref, strict=True)])
     return per_clip, f"{diff.mean():.1f}/{diff.max()}"
 
 

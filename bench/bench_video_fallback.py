@@ -16,10 +16,6 @@ import json
 import pickle
 import sys
 import time
-from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def _cpu_ms(fn, items) -> float:

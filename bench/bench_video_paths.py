@@ -15,20 +15,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-try:
-    from bench.sample_data import cache_root
-except ImportError:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from bench.sample_data import cache_root
-from bench.run_one import endless  # noqa: E402
-from bench.sample_video import synthetic_frames, write_video  # noqa: E402
-from dali_pipes.frames import extract_tree  # noqa: E402
+from bench.run_one import endless
+from bench.sample_data import cache_root
+from bench.sample_video import synthetic_frames, write_video
+from dali_pipes.frames import extract_tree
 
 
 def make_tree(root: Path, *, videos: int, frames: int, size, gop: int, seed: int = 0) -> Path:

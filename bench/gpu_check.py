@@ -27,12 +27,10 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(ROOT))
+from bench import gpu_checks as mc
+from bench import gpu_checks_device as dc
 
-from bench import gpu_checks as mc  # noqa: E402
-from bench import gpu_checks_device as dc  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]  # the checkout, where the subprocesses run
 
 
 def checks(ctx) -> list[tuple[str, object]]:

@@ -117,7 +117,7 @@ def compare(got: list[dict], ref: list[dict], *, pixels: str, tol: float) -> dic
     """Every non-pixel field equal, `pixels` within mean |diff| `tol`; the worst numbers."""
     assert len(got) == len(ref), f"{len(got)} batches vs {len(ref)} on the reference"
     worst_mean = worst_max = 0.0
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=True):
         assert set(g) == set(r), f"fields differ: {sorted(set(g) ^ set(r))}"
         for name in g:
             if name != pixels:
@@ -170,7 +170,7 @@ def band_math(ctx: Ctx) -> dict:
     if ctx.gpu:
         assert module == "cupy", f"CuPy not used: {cupy_problem(torch.cuda.current_device())}"
     for got, want in zip(band_statistics(cube.reshape(32, -1), device=ctx.device),
-                         band_statistics(cube.reshape(32, -1))):
+                         band_statistics(cube.reshape(32, -1)), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert select_bands(cube, 4, device=ctx.device) == select_bands(cube, 4)
     return {"array_module": module}

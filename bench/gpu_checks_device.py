@@ -14,8 +14,17 @@ from pathlib import Path
 
 import torch
 
-from bench.gpu_checks import (IMAGE_TOL, PRESETS, Ctx, big_images, compare, epoch, images,
-                              loader, on_device)
+from bench.gpu_checks import (
+    IMAGE_TOL,
+    PRESETS,
+    Ctx,
+    big_images,
+    compare,
+    epoch,
+    images,
+    loader,
+    on_device,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +38,7 @@ def buffer_reuse(ctx: Ctx) -> dict:
     for _ in range(2):
         for _b in ld:
             pass
-    for h, c in zip(held, copies):
+    for h, c in zip(held, copies, strict=True):
         for name in h:
             assert torch.equal(h[name], c[name]), f"a held batch's {name} changed"
     return {"batches": len(held)}

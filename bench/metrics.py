@@ -52,7 +52,7 @@ class ResourceSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "ResourceSampler":
+    def __enter__(self) -> ResourceSampler:
         self._cpu0 = _cpu_seconds(_tree(self.proc))
         self._t0 = time.perf_counter()
         self._thread.start()
@@ -109,7 +109,7 @@ class LoadMonitor:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "LoadMonitor":
+    def __enter__(self) -> LoadMonitor:
         self._thread.start()
         return self
 

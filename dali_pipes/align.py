@@ -32,7 +32,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 Method = Literal["linear", "slerp", "previous", "nearest"]
-METHODS: tuple[str, ...] = ("linear", "slerp", "previous", "nearest")
+METHODS: tuple[Method, ...] = ("linear", "slerp", "previous", "nearest")
 
 _SLERP_MIN_ANGLE = 1e-6  # radians; closer neighbours use normalised lerp (error ~ angle**3)
 
@@ -58,10 +58,11 @@ def align_to_frames(frame_ts, sensor_ts, sensor_values, *, method: Method = "lin
 
 # ----------------------------------------------------------------------------- validation
 
-def _check_method(method) -> str:
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    return method
+def _check_method(method) -> Method:
+    for known in METHODS:
+        if isinstance(method, str) and method == known:
+            return known
+    raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 
 def _check_finite_scalar(value, name: str) -> float:

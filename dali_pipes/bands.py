@@ -20,8 +20,9 @@ a CPU path; results equal numpy's to float tolerance.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from types import ModuleType
-from typing import Callable, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -161,8 +162,8 @@ def mutual_information(values: np.ndarray, labels: np.ndarray, *, bins: int = 16
     scores = np.empty(values.shape[1])
     for band in range(values.shape[1]):  # a loop over bands, vectorised over pixels
         q = _quantise(values[:, band], bins)
-        joint = np.bincount(q * n_labels + label_ids, minlength=(bins + 1) * n_labels)
-        joint = joint.reshape(bins + 1, n_labels) / len(label_ids)
+        counts = np.bincount(q * n_labels + label_ids, minlength=(bins + 1) * n_labels)
+        joint = counts.reshape(bins + 1, n_labels) / len(label_ids)
         outer = joint.sum(axis=1, keepdims=True) * p_label[None, :]
         nz = joint > 0
         scores[band] = float(np.sum(joint[nz] * np.log(joint[nz] / outer[nz])))
@@ -218,7 +219,7 @@ def select_bands(cube_or_array: Cube | np.ndarray, k: int, *,
         raise ValueError("fewer than 2 sampled pixels have finite values in every band")
     if method == "pca":
         return sorted(_pca_pick(values, k, device))
-    return sorted(_mi_pick(values, labels.reshape(-1)[positions], k))
+    return sorted(_mi_pick(values, np.asarray(labels).reshape(-1)[positions], k))
 
 
 def bands_in_range(wavelengths, low_nm: float, high_nm: float) -> list[int]:

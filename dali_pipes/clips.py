@@ -12,14 +12,12 @@ on how many clips are drawn and no random state is carried. Evaluation centres c
 the k-th of K equal parts of the start range: `((2k + 1) * m) // (2K)`; for K = 1 that is
 `m // 2`, the clip whose middle is the video's middle (rounded down).
 
-Padding (`clip_frame_indices`) for positions past the last frame:
-- "repeat_last" (default): the video's last frame, `min(raw, n - 1)`; exactly what DALI's
-  `fn.decoders.video(..., pad_mode="edge")` returns for the same start/length/stride.
-- "loop": wrap to the beginning, `raw % n` (DALI: pass the indices as `frames=`).
-- "none": no padding; a clip that does not fit raises ValueError.
-The returned `valid` mask is False at padded positions.
+Padding (`clip_frame_indices`): a position past the last frame repeats the video's last
+frame, `min(raw, n - 1)`; exactly what DALI's `fn.decoders.video(..., pad_mode="edge")`
+returns for the same start/length/stride. The returned `valid` mask is False at padded
+positions.
 
-Loaders (`make_loader(..., pad=...)`, `LOADER_PADS`) offer two of these behaviours:
+Loaders (`make_loader(..., pad=...)`, `LOADER_PADS`) offer two behaviours:
 - "repeat_last" (default): every clip has `clip_length` frames, padded as above.
 - "variable": a clip keeps only the frames its video has (`indices[valid]`, still `stride`
   apart; `clip_lengths` counts them), and the loader pads the batch instead: every field with
@@ -34,8 +32,6 @@ import numpy as np
 
 from dali_pipes.augment import STREAM_CLIP, uniforms
 
-PadMode = Literal["repeat_last", "loop", "none"]
-PAD_MODES = ("repeat_last", "loop", "none")
 LoaderPad = Literal["repeat_last", "variable"]
 LOADER_PADS = ("repeat_last", "variable")
 
@@ -66,15 +62,14 @@ def clip_starts(seed: int, epoch: int, index: np.ndarray, frame_counts: np.ndarr
     return (2 * clip_id + 1) * last_start // (2 * clips_per_video)
 
 
-def clip_frame_indices(start, frame_count, clip_length: int, stride: int,
-                       pad: PadMode = "repeat_last") -> tuple[np.ndarray, np.ndarray]:
-    """Frame indices (..., clip_length) int64 and a `valid` mask (False where padded).
+def clip_frame_indices(start, frame_count, clip_length: int, stride: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Frame indices (..., clip_length) int64, past the end repeating the last frame, and a
+    `valid` mask (False where padded).
 
     `start` and `frame_count` are scalars or arrays that broadcast (one clip per element).
     """
     _check_positive(clip_length=clip_length, stride=stride)
-    if pad not in PAD_MODES:
-        raise ValueError(f"pad must be one of {PAD_MODES}, got {pad!r}")
     start = np.asarray(start, dtype=np.int64)
     counts = np.asarray(frame_count, dtype=np.int64)
     start, counts = np.broadcast_arrays(start, counts)
@@ -82,12 +77,6 @@ def clip_frame_indices(start, frame_count, clip_length: int, stride: int,
     raw = start[..., None] + stride * np.arange(clip_length, dtype=np.int64)
     last = counts[..., None] - 1
     valid = raw <= last
-    if pad == "none" and not valid.all():
-        short = np.argwhere(~valid.all(axis=-1))[:8].tolist()
-        raise ValueError(f"pad='none': clips at {short} run past the end of their video "
-                         f"(clip_length={clip_length}, stride={stride})")
-    if pad == "loop":
-        return raw % (last + 1), valid
     return np.minimum(raw, last), valid
 
 

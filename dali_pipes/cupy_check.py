@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cupy_problem(index: int) -> str | None:
     """None when CuPy works on CUDA device `index`, else why not.
 

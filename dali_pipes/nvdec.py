@@ -29,8 +29,9 @@ only, so streams deeper than 8 bits also go to PyAV. See docs/gpu.md for the tab
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Literal
 
 Route = Literal["nvdec", "dali_cpu", "pyav"]
 CPU_CODECS = frozenset({"vp8", "vp9", "mjpeg"})  # = formats.video.CPU_DECODABLE_CODECS
@@ -163,11 +164,12 @@ def route(fmt: StreamFormat, *, device: Literal["cpu", "gpu"], family: str | Non
     """
     problem = "the graph runs on DALI's CPU backend"
     if device == "gpu":
-        problem = nvdec_problem(fmt, family or "maxwell")
-        if problem is None and probed is not None and probed.get(fmt.codec) is False:
-            problem = f"the device probe could not decode {fmt.codec} with DALI's mixed decoder"
-        if problem is None:
+        gpu_problem = nvdec_problem(fmt, family or "maxwell")
+        if gpu_problem is None and probed is not None and probed.get(fmt.codec) is False:
+            gpu_problem = f"the device probe could not decode {fmt.codec} with DALI's mixed decoder"
+        if gpu_problem is None:
             return "nvdec", "NVDEC decodes it"
+        problem = gpu_problem
     if fmt.codec in CPU_CODECS and (fmt.bit_depth or 8) == 8:
         return "dali_cpu", problem
     return "pyav", problem + "; DALI's CPU decoder does not take it either"

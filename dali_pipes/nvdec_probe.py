@@ -78,7 +78,7 @@ def _decode_mixed(clip: np.ndarray, device_id: int) -> tuple[int, ...]:
     return tuple(out.as_cpu().as_array().shape[1:])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def probe_codecs(device_id: int) -> dict[str, bool]:
     """codec -> whether DALI's mixed decoder decoded the probe clip on GPU `device_id`.
 

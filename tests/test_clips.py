@@ -89,19 +89,6 @@ def test_repeat_last_pads_with_the_videos_last_frame():
     np.testing.assert_array_equal(valid, [True, True, True, False, False])
 
 
-def test_loop_wraps_to_the_beginning():
-    idx, valid = clip_frame_indices(1, 4, 6, 1, pad="loop")
-    np.testing.assert_array_equal(idx, [1, 2, 3, 0, 1, 2])
-    np.testing.assert_array_equal(valid, [True, True, True, False, False, False])
-
-
-def test_none_refuses_clips_that_do_not_fit():
-    idx, valid = clip_frame_indices(0, 15, 8, 2, pad="none")
-    assert idx[-1] == 14 and valid.all()
-    with pytest.raises(ValueError, match="pad='none'"):
-        clip_frame_indices(0, 14, 8, 2, pad="none")
-
-
 def test_indices_are_vectorised_over_a_batch():
     counts = np.array([100, 3, 20])
     first = starts(np.arange(3), counts, clip_length=4, stride=3)
@@ -116,8 +103,6 @@ def test_indices_are_vectorised_over_a_batch():
 
 
 def test_index_arguments_are_checked():
-    with pytest.raises(ValueError, match="pad must be"):
-        clip_frame_indices(0, 10, 4, 1, pad="reflect")
     with pytest.raises(ValueError, match="outside"):
         clip_frame_indices(10, 10, 4, 1)
     with pytest.raises(ValueError, match="outside"):

@@ -13,8 +13,8 @@ graph: equal speed on the CPU; its docstring says why this design is the one kep
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler, SequentialSampler
 from dali_pipes.augment import image_params
 from dali_pipes.formats.jpeg import jpeg_size
 from dali_pipes.pipelines import image as image_graph
-from dali_pipes.pipelines.config import PipelineConfig, load_config
+from dali_pipes.pipelines.config import DaliDevice, PipelineConfig, load_config
 from torch_bridge.dali_engine import DaliEngine
 from torch_bridge.errors import SampleError, SampleGuard
 from torch_bridge.loader import resolve_device
@@ -95,8 +95,8 @@ class _DatasetPlan:
 
     rank, world_size = 0, 1
 
-    def __init__(self, loader: DataLoader, *, batch_size: int):
-        self.loader, self.batch_size = loader, batch_size
+    def __init__(self, loader: DataLoader, *, batch_size: int, samples: int):
+        self.loader, self.batch_size, self.samples = loader, batch_size, samples
         self._raw: RawBatch | None = None  # the batch just yielded, until taken
 
     def __len__(self) -> int:
@@ -135,12 +135,12 @@ class _DatasetFeed:
         self._labels: deque = deque()  # (indices, labels) fed, in the order DALI returns them
 
     def __len__(self) -> int:
-        return len(self.plan.loader.dataset)
+        return self.plan.samples
 
     def path(self, index: int) -> str:
         return f"{self.name}[{index}]"
 
-    def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         return image_graph.build_image_pipeline(device=device, batch_size=batch_size,
                                                 size=self.size, config=config,
@@ -212,7 +212,7 @@ class DatasetLoader:
         self._plan.stop_workers()
         self._engine.close()
 
-    def __enter__(self) -> "DatasetLoader":
+    def __enter__(self) -> DatasetLoader:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -234,11 +234,12 @@ def dali_from_dataset(dataset: Dataset, sampler: Sampler | None = None, *,
     read or decoded raises SampleError naming its index.
     """
     dev = _check_options(device, batch_size, size, num_workers)
-    sampler = SequentialSampler(dataset) if sampler is None else sampler
-    loader = DataLoader(EncodedItems(dataset), batch_size=batch_size, sampler=sampler,
+    items = EncodedItems(dataset)
+    sampler = SequentialSampler(items) if sampler is None else sampler
+    loader = DataLoader(items, batch_size=batch_size, sampler=sampler,
                         num_workers=num_workers, collate_fn=collate_encoded,
                         drop_last=drop_last, persistent_workers=num_workers > 0)
-    plan = _DatasetPlan(loader, batch_size=batch_size)
+    plan = _DatasetPlan(loader, batch_size=batch_size, samples=len(items))
     feed = _DatasetFeed(plan, size=size, train=train, seed=seed, name=type(dataset).__name__)
     # No running ahead into the next epoch: the user's sampler decides what comes next.
     engine = DaliEngine(feed, plan, device=dev, config=load_config(config),

@@ -12,6 +12,10 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dali_pipes.pipelines.config import DaliDevice
 
 MAX_AUTO_WORKERS = 8  # beyond this the consumer, not the feed, limits clips/s
 PROBED_FILES = 8  # files probed (spread over the listing) to learn the data's codecs
@@ -104,7 +108,7 @@ def _spread(n: int, k: int) -> list[int]:
     return [round(i * (n - 1) / (k - 1)) for i in range(k)]
 
 
-def auto_workers(setting: int | str, modality, dali_device: str) -> int:
+def auto_workers(setting: int | str, modality, dali_device: DaliDevice) -> int:
     """`resolve_workers` for a modality's data on DALI device "cpu" or "gpu"."""
     if setting != "auto":
         return int(setting)

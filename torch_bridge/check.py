@@ -19,8 +19,8 @@ import functools
 import io
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -155,7 +155,8 @@ def check_data(data, *, modality: str | None = None, decode: bool = False,
                            max_pixels=DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels)
     report = Report(modality)
     listing = getattr(source, "listing", None)
-    for path, why in zip(getattr(listing, "ignored", ()), getattr(listing, "ignored_reasons", ())):
+    ignored = getattr(listing, "ignored", ())
+    for path, why in zip(ignored, getattr(listing, "ignored_reasons", ()), strict=False):
         if why in BENIGN:
             report.ignored += 1
         else:

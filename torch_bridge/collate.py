@@ -11,7 +11,7 @@ resolutions, IMU with another channel count) raises ValueError naming each sampl
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -56,12 +56,12 @@ def stack(values: Sequence[torch.Tensor], name: str, names: Sequence[str]) -> to
 
 def _check_shapes(name: str, shapes: list[tuple], values, names: Sequence[str]) -> None:
     if len(set(shapes)) > 1:
-        files = ", ".join(f"{n} {tuple(v.shape)}" for n, v in zip(names, values))
+        files = ", ".join(f"{n} {tuple(v.shape)}" for n, v in zip(names, values, strict=False))
         raise ValueError(f"cannot batch {name!r}: samples differ in shape ({files})")
 
 
 def _check_lengths(name: str, values, lengths: torch.Tensor, names: Sequence[str]) -> None:
-    bad = [f"{n}: {len(v)} vs {int(k)}" for n, v, k in zip(names, values, lengths)
+    bad = [f"{n}: {len(v)} vs {int(k)}" for n, v, k in zip(names, values, lengths, strict=False)
            if len(v) != int(k)]
     if bad:
         raise ValueError(f"cannot pad {name!r}: its time axis differs from the sample's other "

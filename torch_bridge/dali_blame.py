@@ -42,8 +42,8 @@ def blame(modality, prepared: Prepared, epoch: int, exc: Exception, *, device: s
         files = ", ".join(modality.path(i) for i in kept[:8])
         raise SampleError(f"DALI failed on a batch of epoch {epoch} but no single sample "
                           f"fails alone (files: {files}, ...): {exc}") from exc
-    for index, sample_exc in culprits:
-        guard.mark_bad(index, modality.path(index), sample_exc)
+    for index, failure in culprits:
+        guard.mark_bad(index, modality.path(index), failure)
 
 
 def in_epoch(error: Exception, epoch: int, position: int) -> Exception:
@@ -54,6 +54,7 @@ def in_epoch(error: Exception, epoch: int, position: int) -> Exception:
         the exception to raise
     """
     where = f"epoch {epoch}, batch {position}"
+    named: SampleError | WorkerDied
     if isinstance(error, SampleError):
         named = SampleError(f"{where}: {error}", index=error.index, path=error.path)
     elif isinstance(error, WorkerDied):

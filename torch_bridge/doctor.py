@@ -106,15 +106,15 @@ def check_driver_supports(what: str, build_cuda: str | int | None, driver: str |
                           driver_cuda: str | None) -> Check:
     """A CUDA X build needs a driver supporting CUDA >= X.0 (minor-version compatibility)."""
     name = f"driver vs {what}"
-    major = _major(build_cuda)
-    if major is None or driver is None or driver_cuda is None:
+    major, driver_major = _major(build_cuda), _major(driver_cuda)
+    if major is None or driver is None or driver_major is None:
         return Check(name, "info", f"{what} CUDA {build_cuda}; driver not present, not compared")
-    if _major(driver_cuda) < major:
+    if driver_major < major:
         need = MIN_DRIVER.get(major, f"one supporting CUDA {major}.0")
         return Check(name, "fail", f"{what} is built for CUDA {build_cuda} but driver {driver} "
                      f"supports only CUDA {driver_cuda}",
                      f"upgrade the NVIDIA driver to >= {need}, or install a {what} build "
-                     f"for CUDA {_major(driver_cuda)}")
+                     f"for CUDA {driver_major}")
     return Check(name, "ok", f"driver {driver} (CUDA {driver_cuda}) runs {what} CUDA "
                  f"{build_cuda}")
 
@@ -129,7 +129,8 @@ def check_cuda_majors(torch_cuda: str | None, dali_cuda: int | None,
     advice = (f"each wheel bundles its own CUDA runtime, so this works when the driver "
               f"supports CUDA {need} (Linux driver >= {MIN_DRIVER.get(need, '?')}); "
               f"a driver for CUDA {min(t, d)} only would break the CUDA {need} side")
-    if driver_cuda is not None and _major(driver_cuda) < need:
+    driver_major = _major(driver_cuda)
+    if driver_major is not None and driver_major < need:
         return Check("torch/DALI CUDA", "warn", f"{detail}; driver supports CUDA {driver_cuda}",
                      advice)
     return Check("torch/DALI CUDA", "info", detail, advice)

@@ -54,8 +54,10 @@ def _nvml(index: int) -> dict[str, Any]:
         handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-")
                                                   else f"GPU-{uuid}")
     except Exception:  # noqa: BLE001 - a MIG slice or an old driver
-        handle = pynvml.nvmlDeviceGetHandleByPciBusId(
-            f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0")
+        # torch's stub does not list the PCI fields its device properties carry
+        domain, bus, device = (getattr(props, f"pci_{part}_id")
+                               for part in ("domain", "bus", "device"))
+        handle = pynvml.nvmlDeviceGetHandleByPciBusId(f"{domain:08x}:{bus:02x}:{device:02x}.0")
     facts: dict[str, Any] = {"name": props.name}
     try:
         pynvml.nvmlDeviceGetJpgUtilization(handle)
@@ -175,8 +177,8 @@ def cuda_major_checks(torch_cuda, dali_cuda, cupy_cuda) -> list:
     """One row comparing the CUDA majors of torch, DALI and CuPy (None: not installed)."""
     from torch_bridge.doctor import Check, _major
 
-    majors = {name: _major(v) for name, v in (("torch", torch_cuda), ("DALI", dali_cuda),
-                                              ("CuPy", cupy_cuda)) if v is not None}
+    found = (("torch", torch_cuda), ("DALI", dali_cuda), ("CuPy", cupy_cuda))
+    majors = {name: m for name, v in found if (m := _major(v)) is not None}
     detail = ", ".join(f"{k} CUDA {v}" for k, v in majors.items()) or "none installed"
     if len(set(majors.values())) <= 1:
         return [Check("CUDA majors", "ok", detail)]

@@ -1,8 +1,10 @@
 """Per-sample failures: raised with context, or counted and named under on_error="skip"."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal, Mapping, TypeVar
+from functools import partial
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -109,8 +111,9 @@ class SampleGuard:
         index may occur twice in a batch, with two augmentation keys)."""
         results, kept = [], []
         keys = [None] * len(indices) if keys is None else np.asarray(keys).tolist()
-        for position, (index, key) in enumerate(zip(np.asarray(indices).tolist(), keys)):
-            work = (lambda: read(index)) if key is None else (lambda: read(index, key))
+        for position, (index, key) in enumerate(zip(np.asarray(indices).tolist(), keys,
+                                                    strict=True)):
+            work = partial(read, index) if key is None else partial(read, index, key)
             got = self.run(index, path(index), epoch, work)
             if got is not None:
                 results.append(got)

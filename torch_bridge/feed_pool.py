@@ -26,8 +26,10 @@ import struct
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing import get_context
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 
 from torch_bridge.errors import WorkerDied
 from torch_bridge.workers import frozen_gc, start_method
@@ -38,9 +40,9 @@ _CHUNK = 1 << 20
 
 @dataclass
 class _Worker:
-    process: object
-    tasks: object  # the parent's sending end of the task pipe
-    results: object  # the parent's receiving end of the result pipe (read non-blocking)
+    process: BaseProcess
+    tasks: Connection  # the parent's sending end of the task pipe
+    results: Connection  # the parent's receiving end of the result pipe (read non-blocking)
     buffer: bytearray = field(default_factory=bytearray)
     closed: bool = False
 
@@ -96,6 +98,7 @@ class _Reader:
             ready = wait([*fds, self._wake_r], timeout=self.poll_s)
             got = []
             for fd in ready:
+                assert isinstance(fd, int)  # only file descriptors were passed to wait()
                 if fd == self._wake_r:
                     os.read(self._wake_r, 64)
                     continue
@@ -111,6 +114,10 @@ class _Reader:
                 self.sweeps += 1
                 self.cond.notify_all()
 
+    def _settled(self, position: int, mark: int) -> bool:
+        """Worker `position` has a result, or two reading rounds passed since `mark`."""
+        return bool(self.frames[position]) or self.sweeps >= mark + 2
+
     def take(self, position: int, died) -> bytes:
         """The next complete result of worker `position`; `died()` (a WorkerDied to
         raise) once the worker is dead and the reader has read all it sent."""
@@ -119,8 +126,8 @@ class _Reader:
             while not self.frames[position]:
                 if not process.is_alive():
                     mark = self.sweeps
-                    self.cond.wait_for(lambda: self.frames[position] or
-                                       self.sweeps >= mark + 2, timeout=4 * self.poll_s)
+                    self.cond.wait_for(partial(self._settled, position, mark),
+                                       timeout=4 * self.poll_s)
                     if not self.frames[position]:
                         raise died()
                     break
@@ -165,7 +172,7 @@ class ProcessPool:
 
     def pids(self) -> list[int]:
         """The worker processes' ids."""
-        return [w.process.pid for w in self._workers]
+        return [w.process.pid for w in self._workers if w.process.pid is not None]
 
     def submit(self, task) -> Ticket:
         """Send `task` to the next worker in turn.
@@ -193,8 +200,11 @@ class ProcessPool:
         queue = self._waiting[ticket.worker]
         if ticket.task not in queue:
             raise ValueError(f"task {ticket.task} was already taken or never submitted")
+        reader = self._reader
+        if reader is None:
+            raise RuntimeError("this ProcessPool is closed: no result can be taken from it")
         while True:
-            frame = self._reader.take(ticket.worker, lambda: self._died(ticket.worker))
+            frame = reader.take(ticket.worker, lambda: self._died(ticket.worker))
             task_id, ok, value = pickle.loads(frame)
             queue.remove(task_id)
             if task_id == ticket.task:

@@ -48,8 +48,8 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Union
 
 import numpy as np
 
@@ -83,7 +83,7 @@ class Prepared:
     skips: tuple[Skipped, ...] = ()
 
 
-Outcome = Union[Prepared, Exception]  # an exception: raised when the batch's turn comes
+Outcome = Prepared | Exception  # an exception: raised when the batch's turn comes
 
 
 class FeedPool:
@@ -99,22 +99,24 @@ class FeedPool:
         if workers < 1:
             raise ValueError(f"a FeedPool needs at least one worker, got {workers}")
         self.workers = workers
-        self._pool = None
+        pool: ProcessPool | None = None
         try:
-            self._pool = ProcessPool(_prepare, (_init, modality, on_error), workers,
-                                     method=context, cuda_in_use=cuda_in_use)
-            for ticket in [self._pool.submit(None) for _ in range(workers)]:
-                self._pool.result(ticket)  # every worker started and answers
+            pool = ProcessPool(_prepare, (_init, modality, on_error), workers,
+                               method=context, cuda_in_use=cuda_in_use)
+            for ticket in [pool.submit(None) for _ in range(workers)]:
+                pool.result(ticket)  # every worker started and answers
         except Exception as exc:  # unpicklable modality, failed start: say what to do
-            method = self._pool.method if self._pool else context or "the start method"
-            self.close()
+            method = pool.method if pool else context or "the start method"
+            if pool is not None:
+                pool.close()
             raise RuntimeError(
                 f"feed workers (py_num_workers={workers}) could not start with "
                 f"{method!r}: {type(exc).__name__}: {exc}. With forkserver or spawn "
                 f"(CUDA is initialised in this process) the modality is pickled into the "
                 f"workers and must be picklable; py_num_workers=0 prepares the feeds in "
                 f"this process") from exc
-        self.method = self._pool.method
+        self._pool: ProcessPool = pool
+        self.method = pool.method
 
     def submit(self, batch: PlanBatch, known_bad: dict[int, str]) -> Ticket:
         """Send one plan batch, with the main guard's known-bad entries for its indices.
@@ -134,12 +136,11 @@ class FeedPool:
 
     def pids(self) -> list[int]:
         """The worker processes' ids."""
-        return self._pool.pids() if self._pool else []
+        return self._pool.pids()
 
     def close(self) -> None:
         """End every worker (work in progress is dropped)."""
-        if self._pool is not None:
-            self._pool.close()
+        self._pool.close()
 
 
 class FeedWindow:

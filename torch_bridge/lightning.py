@@ -19,7 +19,8 @@ DataModule fits it (docs/lightning.md has the details and the sources read):
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import lightning as L
 import torch

@@ -20,8 +20,9 @@ out the new ranks are keyed as further draws of their index.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -32,7 +33,7 @@ class Sampler(Protocol):
     depend on the world size and batch size sets `order_depends_on_layout = False`, which
     allows elastic resume mid-epoch."""
 
-    def order(self, plan: "EpochPlan", epoch: int) -> np.ndarray: ...
+    def order(self, plan: EpochPlan, epoch: int) -> np.ndarray: ...
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -192,19 +193,6 @@ class EpochPlan:
         indices, keys = padded_span(order, start, stop, per_rank * self.world_size,
                                     self.num_samples)
         return indices[self.rank::self.world_size], keys[self.rank::self.world_size]
-
-    def batch(self, epoch: int, position: int) -> np.ndarray:
-        """Indices of batch number `position` of `epoch` on this rank."""
-        count = self.num_batches(epoch)
-        if not 0 <= position < count:
-            raise IndexError(f"batch {position} out of range for {count} batches")
-        start = position * self.batch_size
-        return self.rank_indices(epoch)[start:start + self.batch_size]
-
-    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[int, np.ndarray]]:
-        """(position, indices) for each batch of `epoch` from batch `start` on."""
-        for position, indices, _ in self.keyed_batches(epoch, start):
-            yield position, indices
 
 
 def draw_counts(order: np.ndarray) -> np.ndarray:

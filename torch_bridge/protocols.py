@@ -11,24 +11,37 @@ modality, both engines and the adapter's feed and plan conform.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from dali_pipes.pipelines.config import DaliDevice
 
 Feeds = dict  # graph input name -> one batch of arrays (a list, or one dense array)
 
 
 @runtime_checkable
 class BatchPlan(Protocol):
-    """The order an engine follows: batches of dataset indices for (epoch, rank)."""
+    """The order an engine follows: batches of dataset indices for (epoch, rank). The three
+    attributes are read-only (a frozen dataclass field, a class attribute or a property)."""
 
     # Read-only for an engine (EpochPlan exposes them as properties).
     @property
-    def batch_size(self) -> int: ...
+    def batch_size(self) -> int:
+        """Samples per batch (the last batch of an epoch may hold fewer)."""
+        ...
+
     @property
-    def rank(self) -> int: ...
+    def rank(self) -> int:
+        """This process's rank."""
+        ...
+
     @property
-    def world_size(self) -> int: ...
+    def world_size(self) -> int:
+        """The number of ranks sharing each epoch."""
+        ...
 
     def __len__(self) -> int:
         """Batches per epoch on this rank."""
@@ -53,7 +66,11 @@ class DaliFeed(Protocol):
     """What `DaliEngine` calls: it builds the graph, feeds each batch's inputs and attaches
     the fields that bypass the graph. Must not change when `build_pipeline` is called."""
 
-    dali_outputs: Sequence[str]
+    @property
+    def dali_outputs(self) -> Sequence[str]:
+        """The graph's output names, in the order the pipeline returns them (read-only: a
+        class attribute or a property)."""
+        ...
 
     def __len__(self) -> int:
         """Samples in the data set."""
@@ -63,7 +80,7 @@ class DaliFeed(Protocol):
         """The file (or item name) of sample `index`, for error messages."""
         ...
 
-    def build_pipeline(self, *, device: str, batch_size: int, config: Any,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: Any,
                        device_id: int | None = None) -> Any:
         """Define (not build) the modality's DALI graph.
 

@@ -16,7 +16,7 @@ DALI CPU outputs held in pinned memory (a DLPack device of kDLCUDAHost, which
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch

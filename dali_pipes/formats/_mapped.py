@@ -16,6 +16,24 @@ import numpy as np
 from dali_pipes.formats.errors import FormatError
 
 
+def check_index(name: str, value, size: int) -> int:
+    """`value` as an int in [0, size) (the readers' band, line, frame and column indices).
+
+    Args:
+        name: the argument's name, for the error message.
+        value: the index given.
+        size: the axis length.
+    Returns:
+        the index as a plain int; TypeError when it is not an integer (bools refused),
+        IndexError when it is out of range.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value < size:
+        raise IndexError(f"{name}={value} out of range [0, {size})")
+    return int(value)
+
+
 class MappedFile:
     """Maps ``data_path`` read-only into ``_mm``; reads return copies, so no view outlives it."""
 

@@ -7,7 +7,8 @@ the x axis, lines the frames, samples the y axis.
 """
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 

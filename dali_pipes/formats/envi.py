@@ -5,14 +5,14 @@ Everything is validated on open; reads touch only the bytes they need and return
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
 
-from dali_pipes.formats._mapped import MappedFile
+from dali_pipes.formats._mapped import MappedFile, check_index
 from dali_pipes.formats.errors import FormatError
 
 #: ENVI "data type" code -> numpy dtype (byte order applied separately).
@@ -21,7 +21,7 @@ ENVI_DTYPES: Mapping[int, np.dtype] = MappingProxyType({
     5: np.dtype("f8"), 6: np.dtype("c8"), 9: np.dtype("c16"), 12: np.dtype("u2"),
     13: np.dtype("u4"), 14: np.dtype("i8"), 15: np.dtype("u8"),
 })
-_BYTE_ORDERS = MappingProxyType({0: "<", 1: ">"})
+_BYTE_ORDERS: Mapping[int, Literal["<", ">"]] = MappingProxyType({0: "<", 1: ">"})
 _INTERLEAVES = ("bsq", "bil", "bip")
 _REQUIRED = ("samples", "lines", "bands", "data type", "interleave", "byte order")
 _DATA_EXTENSIONS = ("", ".img", ".dat", ".raw", ".bin", ".bsq", ".bil", ".bip")
@@ -112,7 +112,7 @@ def _list_field(path: str, fields: Mapping[str, str], key: str, bands: int,
     if dtype is None:
         return tuple(items)
     try:
-        array = np.array([float(s) for s in items]).astype(dtype)
+        array: np.ndarray = np.array([float(s) for s in items]).astype(dtype)
     except ValueError as exc:
         raise FormatError(path, key, "not a list of numbers", value=fields[key][:60]) from exc
     array.flags.writeable = False
@@ -120,9 +120,9 @@ def _list_field(path: str, fields: Mapping[str, str], key: str, bands: int,
 
 
 def _choice_field(path: str, fields: Mapping[str, str], key: str, allowed):
-    value = fields[key].strip().lower()
+    text = fields[key].strip().lower()
     try:
-        value = int(value) if isinstance(allowed[0], int) else value
+        value: int | str = int(text) if isinstance(allowed[0], int) else text
     except ValueError as exc:
         raise FormatError(path, key, "not an integer", value=fields[key]) from exc
     if value not in allowed:
@@ -213,14 +213,6 @@ _LAYOUTS = MappingProxyType({  # memmap axes per interleave, and the transpose t
 })
 
 
-def _check_index(name: str, value, size: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if not 0 <= value < size:
-        raise IndexError(f"{name}={value} out of range [0, {size})")
-    return int(value)
-
-
 class EnviCube(MappedFile):
     """A memory-mapped ENVI cube; every read returns an independent native-endian array."""
 
@@ -244,14 +236,14 @@ class EnviCube(MappedFile):
             raise TypeError(f"bands must be None or a sequence of ints, got {type(bands).__name__}")
         if len(bands) == 0:
             raise ValueError("bands must not be empty")
-        return [_check_index(f"bands[{i}]", b, self.header.bands) for i, b in enumerate(bands)]
+        return [check_index(f"bands[{i}]", b, self.header.bands) for i, b in enumerate(bands)]
 
     def _native(self, view: np.ndarray) -> np.ndarray:
         return np.array(view.transpose(self._to_bsq), dtype=self.dtype, order="C")
 
     def read_band(self, b: int) -> np.ndarray:
         """Band ``b`` as a (lines, samples) array."""
-        b = _check_index("b", b, self.header.bands)
+        b = check_index("b", b, self.header.bands)
         return self._native(self._index(slice(b, b + 1), slice(None), slice(None)))[0]
 
     def read_patch(self, y: int, x: int, h: int, w: int, bands=None) -> np.ndarray:
@@ -259,8 +251,8 @@ class EnviCube(MappedFile):
         for name, size in (("h", h), ("w", w)):
             if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
                 raise ValueError(f"{name} must be a positive int, got {size!r}")
-        y = _check_index("y", y, self.header.lines)
-        x = _check_index("x", x, self.header.samples)
+        y = check_index("y", y, self.header.lines)
+        x = check_index("x", x, self.header.samples)
         if y + h > self.header.lines or x + w > self.header.samples:
             raise IndexError(f"patch y={y}, x={x}, h={h}, w={w} exceeds "
                              f"(lines, samples)=({self.header.lines}, {self.header.samples})")

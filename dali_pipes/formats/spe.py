@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from dali_pipes.formats._mapped import MappedFile
+from dali_pipes.formats._mapped import MappedFile, check_index
 from dali_pipes.formats.errors import FormatError
 
 SPE_HEADER_BYTES = 4100
@@ -172,7 +172,7 @@ def _frame_blocks(path: str, root: ET.Element) -> tuple[ET.Element, ET.Element]:
 def _layout_v3(path: str, root: ET.Element) -> SpeLayout:
     frame, region = _frame_blocks(path, root)
     pixel_format = frame.get("pixelFormat")
-    if pixel_format not in PIXEL_FORMATS:
+    if pixel_format is None or pixel_format not in PIXEL_FORMATS:
         raise FormatError(path, "XML pixelFormat", "unsupported pixel format",
                           value=pixel_format, expected=sorted(PIXEL_FORMATS))
     dtype = PIXEL_FORMATS[pixel_format]
@@ -229,14 +229,6 @@ def _xml_wavelengths(path: str, root: ET.Element, xdim: int) -> np.ndarray | Non
     return sliced
 
 
-def _index(name: str, value, size: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if not 0 <= value < size:
-        raise IndexError(f"{name}={value} out of range [0, {size})")
-    return int(value)
-
-
 class SpeFile(MappedFile):
     """A memory-mapped SPE file; reads return independent native-endian arrays."""
 
@@ -262,7 +254,7 @@ class SpeFile(MappedFile):
 
     def read_frame(self, i: int) -> np.ndarray:
         """Frame ``i`` as a (ydim, xdim) array."""
-        i = _index("i", i, self.layout.frames)
+        i = check_index("i", i, self.layout.frames)
         return np.array(self._view(i, i + 1, (0, self.layout.ydim))[0], dtype=self.dtype)
 
     def read_frames(self, start: int, stop: int, *, rows: tuple[int, int] | None = None,
@@ -270,7 +262,7 @@ class SpeFile(MappedFile):
         """Frames ``start:stop`` (start < stop) as a (stop - start, n_rows, n_columns) array:
         ``rows`` a ``(first, end)`` range of y (default: all), ``columns`` x indices (default:
         all). Only the bytes of those rows are read from each frame."""
-        start = _index("start", start, self.layout.frames)
+        start = check_index("start", start, self.layout.frames)
         if not isinstance(stop, (int, np.integer)) or not start < stop <= self.layout.frames:
             raise IndexError(f"stop={stop!r} must be an int in ({start}, {self.layout.frames}]")
         rows, columns = self._rows(rows), self._columns(columns)
@@ -301,7 +293,7 @@ class SpeFile(MappedFile):
     def _rows(self, rows) -> tuple[int, int]:
         if rows is None:
             return 0, self.layout.ydim
-        first = _index("rows[0]", rows[0], self.layout.ydim)
+        first = check_index("rows[0]", rows[0], self.layout.ydim)
         end = rows[1]
         if not isinstance(end, (int, np.integer)) or not first < end <= self.layout.ydim:
             raise IndexError(f"rows[1]={end!r} must be an int in ({first}, {self.layout.ydim}]")
@@ -315,7 +307,7 @@ class SpeFile(MappedFile):
                             f"{type(columns).__name__}")
         if len(columns) == 0:
             raise ValueError("columns must not be empty")
-        return [_index(f"columns[{k}]", c, self.layout.xdim) for k, c in enumerate(columns)]
+        return [check_index(f"columns[{k}]", c, self.layout.xdim) for k, c in enumerate(columns)]
 
     def __reduce__(self):  # pickles as "open it again", e.g. for worker processes
         return open_spe, (self.path,)

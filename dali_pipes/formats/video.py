@@ -6,7 +6,7 @@ the presentation timestamp of every frame. Rules:
 - Frames are the video stream's packets in presentation order (sorted by pts), as FFmpeg's
   demuxer gives them and as DALI's `fn.decoders.video` indexes them, so frame `i` here is
   `start_frame=i` there. Probing demuxes packets without decoding (pts and keyframe flags);
-  it reads the file's bytes once and costs a few microseconds per frame.
+  it reads the file's bytes once (cost per frame measured in docs/measurements.md).
 - `frame_count` is counted from those packets; the container's header count (`stream.frames`,
   0 in Matroska/WebM, sometimes wrong elsewhere) is never trusted. Empty (flush) packets are
   not frames; packets the demuxer flags corrupt (the cut-off last packet of a truncated file)
@@ -31,26 +31,14 @@ the presentation timestamp of every frame. Rules:
 requested frame and decodes forward only until the last requested frame: the CPU fallback for
 codecs DALI cannot decode on its CPU backend and the reference decoder of the torch path.
 
-Measured (`python bench/bench_video_decode.py`; 2 CPU cores shared with other jobs, no GPU;
-DALI 2.4, PyAV 18.1): VP9 320x240, keyframe every 30 frames, clips of 8 frames at stride 2,
-batch 8, random starts; process CPU ms per clip, median of 3 runs (wall ms in brackets):
-| file | decode_frames_pyav | DALI CPU, whole file | DALI CPU, keyframe segment |
-|---|---|---|---|
-| 60 frames, 79 KB      | 13.5 (16.9) | 13.4 (13.4) | 12.8 (12.8) |
-| 1800 frames, 2.4 MB   | 15.9 (23.0) | 265 (269)   | 14.4 (14.4) |
 DALI's CPU `fn.decoders.video` works here with per-sample start_frame / sequence_length / stride
-from `external_source`; its frames are ours (same frame numbering; mean abs difference 1.8
-levels, up to 87 at sharp colour edges, where its YUV->RGB chroma upsampling differs from
-swscale's, so comparisons need a mean-based tolerance). It needs the whole file's bytes per
-sample and, on in-memory input, its cost grows with the start frame even though its source has a
-keyframe seek: one clip of the 1800-frame file costs 17 / 25 / 308 / 461 CPU ms at start
-0 / 31 / 900 / 1784 (an MJPEG AVI, all keyframes, behaves the same: 12 / 116 / 165 ms at
-0 / 900 / 1780), i.e. it decodes every frame before the clip. Feeding it instead the packets from
-the keyframe before the clip to the clip's end, remuxed with PyAV into a small in-memory
-Matroska file (about 2 ms, no decoding), makes DALI's cost independent of the file's length.
-decode_frames_pyav seeks, so its cost depends on the clip and the keyframe interval only; about
-half of it is swscale's YUV->RGB conversion (0.9 ms per 320x240 frame). Probing the 1800-frame
-file (demux only) takes 7-8 ms.
+from `external_source`, with our frame numbering; its YUV->RGB chroma upsampling differs from
+swscale's at sharp colour edges, so comparisons need a mean-based tolerance. On in-memory input
+its cost grows with the start frame (it decodes every frame before the clip); feeding it instead
+the packets from the keyframe before the clip to the clip's end, remuxed with PyAV into a small
+in-memory Matroska file (`remux_segment`, no decoding), makes its cost independent of the file's
+length. decode_frames_pyav seeks, so its cost depends on the clip and the keyframe interval
+only. Measured in docs/measurements.md ("dali_pipes/formats/video.py").
 """
 from __future__ import annotations
 
@@ -58,9 +46,10 @@ import functools
 import io
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterator, Literal
+from typing import Literal
 
 import av
 import numpy as np
@@ -174,12 +163,12 @@ def _demux_index(path: str, container, stream):
                                            f"{exc}") from exc
     if any(p is None for p in pts):
         return None, None, dropped
-    pts = np.asarray(pts, dtype=np.int64)
-    order = np.argsort(pts, kind="stable")
-    pts, keys = pts[order], np.asarray(keys, dtype=bool)[order]
-    if np.any(np.diff(pts) == 0):
+    stamps = np.asarray(pts, dtype=np.int64)
+    order = np.argsort(stamps, kind="stable")
+    stamps, flags = stamps[order], np.asarray(keys, dtype=bool)[order]
+    if np.any(np.diff(stamps) == 0):
         return None, None, dropped
-    return pts, keys, dropped
+    return stamps, flags, dropped
 
 
 def _decode_index(path: str, container, stream):
@@ -211,19 +200,22 @@ def _make_info(path, container, stream, pts, keys, indexed_by, dropped) -> Video
     keyframes = np.flatnonzero(keys).astype(np.int64)
     for array in (pts, seconds, keyframes):
         array.flags.writeable = False
-    return VideoInfo(path=path, codec=_codec_name(stream.codec_context), container=container.format.name,
+    chroma, bit_depth = chroma_and_depth(stream.codec_context.pix_fmt)
+    return VideoInfo(path=path, codec=_codec_name(stream.codec_context),
+                     container=container.format.name,
                      stream_index=stream.index, width=stream.width, height=stream.height,
                      frame_count=len(pts), fps=_fps(stream, seconds), time_base=tb,
                      start_time=float(int(pts[0]) * tb), pts=pts, timestamps=seconds,
                      keyframes=keyframes, indexed_by=indexed_by, dropped_packets=dropped,
                      profile=stream.codec_context.profile, pix_fmt=stream.codec_context.pix_fmt,
-                     **dict(zip(("chroma", "bit_depth"),
-                                chroma_and_depth(stream.codec_context.pix_fmt))))
+                     chroma=chroma, bit_depth=bit_depth)
 
 
 def chroma_and_depth(pix_fmt: str | None) -> tuple[str | None, int | None]:
     """("420" | "422" | "444" | "400" | "other", bits per luma sample) of an FFmpeg pixel
     format name; (None, None) when it is unknown."""
+    if pix_fmt is None:
+        return None, None
     try:
         fmt = av.VideoFormat(pix_fmt, 64, 64)
     except (TypeError, ValueError):

@@ -4,9 +4,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -119,7 +120,7 @@ def _from_mapping(table: dict[str, Any], where: str) -> PipelineConfig:
     unknown = sorted(set(table) - set(fields))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(fields)}")
-    values = {}
+    values: dict[str, Any] = {}  # each value's type is checked against the field's below
     for key, value in table.items():
         if key == "py_num_workers":
             values[key] = _check_workers(value, where)
@@ -145,6 +146,9 @@ def _check_workers(value, where: str) -> int | str:
     raise ValueError(f"{where}: py_num_workers must be an int >= 0 or \"auto\", got {value!r}")
 
 
+DaliDevice = Literal["cpu", "gpu"]  # a DALI graph's device: its CPU backend or the GPU
+
+
 def check_device(device: str) -> None:
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
@@ -157,7 +161,7 @@ def define_pipeline(graph_fn, *, device: str, batch_size: int, config: PipelineC
     from nvidia.dali import pipeline_def
 
     check_device(device)
-    make = pipeline_def(graph_fn, enable_conditionals=True)
+    make = pipeline_def(enable_conditionals=True)(graph_fn)
     return make(batch_size=batch_size, num_threads=config.threads(), seed=0,
                 device_id=(device_id or 0) if device == "gpu" else None,
                 prefetch_queue_depth=config.prefetch_queue_depth, exec_dynamic=True,

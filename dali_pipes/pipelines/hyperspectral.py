@@ -13,9 +13,8 @@ Output "cube": float32 (n_bands, P, P), layout CHW, equal to
 Every element of the dihedral group is "transpose or not, then flip H and/or W", so the turn
 is exact: the graph transposes the samples that need it (a DALI conditional, so the graph is
 defined through ``pipeline_def(enable_conditionals=True)``) and then flips with per-sample
-arguments. No interpolation is involved; results equal numpy's bit for bit. On 2 CPU cores,
-for a batch of 64 patches of 96x9x9, the augmented graph takes 2.7 ms; transposing every
-sample and picking one orientation with stack + slice took 5.1 ms.
+arguments. No interpolation is involved; results equal numpy's bit for bit (timings in
+docs/measurements.md).
 """
 from __future__ import annotations
 
@@ -57,8 +56,11 @@ def build_hyperspectral_pipeline(*, device: Literal["cpu", "gpu"], batch_size: i
 
 def _graph(device: str, dtype: str, augment: bool, normalize: bool):
     backend = device
-    nodes = dict(zip(inputs(augment=augment, normalize=normalize), external_inputs(
-        _declared(augment=augment, normalize=normalize), dtypes={"cube": dtype})))
+    created = external_inputs(_declared(augment=augment, normalize=normalize),
+                              dtypes={"cube": dtype})
+    # no zip(strict=...) here: DALI's autograph (conditionals) replaces zip without it
+    nodes = {name: created[i] for i, name in enumerate(inputs(augment=augment,
+                                                              normalize=normalize))}
     cube = _on(nodes["cube"], backend)
     if dtype != "float32":
         cube = fn.cast(cube, dtype=types.FLOAT, device=backend)

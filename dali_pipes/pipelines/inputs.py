@@ -8,11 +8,12 @@ later inside DALI with "no input named ...". Imports DALI, never torch.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import nvidia.dali.fn as fn
 import nvidia.dali.types as types
+from numpy.typing import DTypeLike
 from nvidia.dali import Pipeline
 
 from dali_pipes.schema import Input
@@ -20,7 +21,7 @@ from dali_pipes.schema import Input
 _RECORD = "_declared_inputs"
 
 
-def external_inputs(declared: Iterable[Input], *, dtypes: Mapping[str, object] | None = None
+def external_inputs(declared: Iterable[Input], *, dtypes: Mapping[str, DTypeLike] | None = None
                     ) -> list:
     """One `fn.external_source` per declaration, in order (call inside a graph definition).
 

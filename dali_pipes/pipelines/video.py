@@ -21,7 +21,7 @@ GPU) only sees the samples it can decode and resizes them, the others bring thei
 already resized (torchvision's kernel in the feed: cheaper than DALI's CPU resize and the
 torch path's own pixels); the two halves are merged before flip / normalize, so one batch may
 mix codecs. Padding past the end of a video repeats its last frame
-(`pad_mode="edge"`, equal to `clips.clip_frame_indices(..., "repeat_last")` because a
+(`pad_mode="edge"`, equal to `clips.clip_frame_indices` because a
 segment ends at the clip's last frame).
 
 Variable-length clips (`variable=True`, the loaders' pad="variable"): "sequence_length" is
@@ -34,7 +34,7 @@ the first "length" positions (`fn.ones` of that length, padded with False).
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import nvidia.dali.fn as fn
 import nvidia.dali.types as types
@@ -86,8 +86,8 @@ def video_graph(device: str, size):
     video, decoded, use_dali, start, length, stride, mirror, timestamps = external_inputs(
         schema.VIDEO_INPUTS)
     if use_dali:
-        frames = fn.decoders.video(video, device="cpu" if device == "cpu" else "mixed",
-                                   **({} if device == "cpu" else {"affine": affine_threads()}),
+        mixed: dict[str, Any] = {} if device == "cpu" else {"affine": affine_threads()}
+        frames = fn.decoders.video(video, device="cpu" if device == "cpu" else "mixed", **mixed,
                                    start_frame=start, sequence_length=length, stride=stride,
                                    pad_mode="edge")
         if size is not None:  # "decoded" clips come resized by the feed

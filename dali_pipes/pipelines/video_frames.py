@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 import nvidia.dali.fn as fn
 import nvidia.dali.types as types
-import numpy as np
 
 from dali_pipes import schema
 from dali_pipes.pipelines.config import PipelineConfig, affine_threads, define_pipeline

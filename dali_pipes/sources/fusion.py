@@ -16,12 +16,12 @@ import stat
 
 import numpy as np
 
-from dali_pipes.align import align_to_frames
+from dali_pipes.align import METHODS, Method, align_to_frames
 from dali_pipes.formats.imu import TIME_COLUMN, ImuStream, imu_path_for, read_imu
 from dali_pipes.sources.folders import PathLike, listing_digest
 from dali_pipes.sources.video import VideoFolderSource
 
-IMU_METHODS = ("linear", "slerp", "previous", "nearest")
+IMU_METHODS = METHODS
 
 
 def _stat_or_missing(path: str) -> tuple[int, int]:
@@ -47,7 +47,7 @@ def _header_channels(path: str) -> tuple[str, ...] | None:
     return names[1:]
 
 
-def check_options(imu_offset, imu_method, max_gap) -> tuple[float, str, float | None]:
+def check_options(imu_offset, imu_method, max_gap) -> tuple[float, Method, float | None]:
     """Validated (offset, method, max_gap); ValueError naming the option otherwise."""
     if isinstance(imu_offset, bool) or not isinstance(imu_offset, (int, float, np.number)) \
             or not np.isfinite(imu_offset):
@@ -59,7 +59,8 @@ def check_options(imu_offset, imu_method, max_gap) -> tuple[float, str, float | 
                                 or not max_gap > 0):
         raise ValueError(f"max_gap must be None or a positive number of seconds, "
                          f"got {max_gap!r}")
-    return float(imu_offset), imu_method, None if max_gap is None else float(max_gap)
+    method = next(m for m in IMU_METHODS if m == imu_method)  # the checked name, as a Method
+    return float(imu_offset), method, None if max_gap is None else float(max_gap)
 
 
 class FusionFolderSource(VideoFolderSource):

@@ -26,9 +26,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence, Union
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from dali_pipes.formats.cube import Cube
 from dali_pipes.formats.label_map import read_label_map
 from dali_pipes.sources.folders import is_sample, listing_digest
 
-PathLike = Union[str, os.PathLike]
+PathLike = str | os.PathLike
 SCENE_SUFFIXES = {".hdr": "envi", ".spe": "spe"}
 _SCENE_EXTENSIONS = frozenset(SCENE_SUFFIXES)
 LABELS_SUFFIX = ".labels.npy"
@@ -124,7 +124,7 @@ def load_label_map(scene: Scene) -> np.ndarray:
 def _scenes_digest(data, scenes: list[Scene], label_maps: list[np.ndarray]) -> str:
     roots = [data] if isinstance(data, (str, os.PathLike)) else list(data)
     stats, extra = [], hashlib.sha256()
-    for scene, labels in zip(scenes, label_maps):
+    for scene, labels in zip(scenes, label_maps, strict=True):
         for st in map(os.stat, scene.files):
             stats.append((st.st_size, st.st_mtime_ns))
         extra.update(str(labels.dtype).encode() + repr(labels.shape).encode())

@@ -65,10 +65,11 @@ class FrameFolderSource(ClipSource):
         if not keep.any():
             raise ValueError(f"{listing.roots}: no frame folders "
                              f"(expected <class>/<clip>/{TIMESTAMPS})")
-        files = [f for f, k in zip(listing.files, keep) if k]
+        files = [f for f, k in zip(listing.files, keep, strict=True) if k]
         stats = np.array([_stat(os.path.join(f, TIMESTAMPS)) for f in files], np.int64)
         self.roots, self.classes = listing.roots, listing.classes
-        self.ignored = listing.ignored + tuple(f for f, k in zip(listing.files, keep) if not k)
+        self.ignored = listing.ignored + tuple(
+            f for f, k in zip(listing.files, keep, strict=True) if not k)
         self._set_listing(files, listing.labels[keep], listing.source_ids[keep])
         self._digest = listing_digest(files, self.roots, listing.source_ids[keep],
                                       stats[:, 0], stats[:, 1])

@@ -13,26 +13,25 @@ batch, rather than being attached afterwards like labels, keeps them paired with
 through prefetch, run-ahead across epochs, restarts and resume, because `meta()` is not told
 the epoch a batch belongs to and the aligned values depend on the epoch's clip start.
 
-Measured on 2 CPU cores, no GPU, built-in sample (`bench.sample_fusion.fusion_dataset`: 32 VP9
-clips of 160x120 with 200 Hz 6-channel IMU), clip_length 8, size 112, batch 8 (`python
-bench/compare.py --modality fusion --device cpu --batch-size 8 --steps 10 --size 112`, one
-run): DALI 143 clips/s (wait p50 52 ms), torch reference with 2 workers 68 clips/s (p50 115 ms)
-- the same as plain video: alignment costs well under a millisecond per clip.
+Throughput against the torch reference: docs/measurements.md.
 
 With pad="variable" the IMU is aligned to the clip's real frames only (L of them) and padded
 with the batch like the video fields: zeros in "imu", False in "imu_valid".
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
 from dali_pipes.clips import LoaderPad
 from dali_pipes.pipelines import fusion as fusion_graph
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.fusion import FusionFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.video import VideoModality
+
 
 class FusionModality(VideoModality):
     """Every video option plus `imu_offset` (seconds, IMU time = frame time + offset, default
@@ -62,7 +61,7 @@ class FusionModality(VideoModality):
         return out
 
     # DALI backend -------------------------------------------------------------------
-    def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         self._check_device(device)
         return fusion_graph.build_fusion_pipeline(device=device, batch_size=batch_size,
@@ -71,7 +70,7 @@ class FusionModality(VideoModality):
                                                   variable=self.variable)
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
-              ) -> tuple[dict[str, object], np.ndarray]:
+              ) -> tuple[dict[str, Any], np.ndarray]:
         """The video feeds plus the aligned IMU of the kept samples. IMU files are read
         first, each under the guard: a bad one skips or raises naming the sample's index and
         video (the sample's path on both backends) and, in the reason, the IMU file."""
@@ -81,7 +80,7 @@ class FusionModality(VideoModality):
                                     None if keys is None else np.asarray(keys)[good])
         if len(kept):
             aligned = [self.source.imu(i, ts)
-                       for i, ts in zip(kept.tolist(), feeds["timestamps"])]
+                       for i, ts in zip(kept.tolist(), feeds["timestamps"], strict=True)]
             feeds["imu"] = [imu for imu, _ in aligned]
             feeds["imu_valid"] = [valid for _, valid in aligned]
         return feeds, kept

@@ -5,16 +5,7 @@ into DALI in the scenes' common dtype; the graph casts to float32, normalises wh
 applies the flips and quarter turns. The torch reference reads the same patches and applies
 the same parameters with torch.flip / torch.rot90, so both backends give identical cubes.
 
-Measured on 2 CPU cores, built-in sample scenes (one ENVI int16 and one SPE uint16 scene of
-200x200 pixels and 96 bands, 24,000 labeled pixels), 9x9 patches, train=True, batch 64
-(`python bench/compare.py --modality hyperspectral --device cpu --steps 100 --repeats 3`,
-medians): DALI 9,050 samples/s, torch reference with 2 workers 4,490 samples/s. Reading a
-patch from the memory map: 34,000 patches/s; opening the file and loading the whole cube per
-sample (the naive path): 540 patches/s (`python bench/bench_hyperspectral.py`). Since SPE
-patches read only their rows of each frame, and every read checks the file's size first
-(the SIGBUS guard), the same benchmark on the same 2 cores, busy with other jobs (load
-average 4-5; medians of 3 runs), gives 40,700 patches/s (ENVI scenes 42,300, SPE 66,200),
-naive 600.
+Throughput against the torch reference and patch-read rates: docs/measurements.md.
 """
 from __future__ import annotations
 
@@ -22,7 +13,7 @@ import numpy as np
 import torch
 
 from dali_pipes.pipelines import hyperspectral as graph
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.hyperspectral import HyperspectralSource, patch_augment
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys
@@ -48,7 +39,8 @@ class HyperspectralModality(SourceModality):
                 raise ValueError(f"{option} must be True or False, got {value!r}")
         self._set_source(HyperspectralSource(data, patch_size=patch_size, bands=bands), data)
         self.seed, self.train, self.normalize = seed, bool(train), bool(normalize)
-        self.mean = self.std = None
+        self.mean: np.ndarray | None = None
+        self.std: np.ndarray | None = None
         if self.normalize:  # (scenes, n_bands, 1, 1) float32, once, before any worker starts
             stats = [self.source.band_stats(s, device=device)
                      for s in range(len(self.source.scenes))]
@@ -60,7 +52,7 @@ class HyperspectralModality(SourceModality):
                 "scene": self.source.scene_ids[indices]}
 
     # DALI backend -------------------------------------------------------------------
-    def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         return graph.build_hyperspectral_pipeline(
             device=device, batch_size=batch_size, config=config, dtype=self.source.dtype,
@@ -74,7 +66,7 @@ class HyperspectralModality(SourceModality):
         if not patches:
             return {}, kept_arr
         feeds = {"cube": np.stack(patches)}  # one dense (B, n_bands, P, P) array
-        if self.normalize:
+        if self.mean is not None and self.std is not None:  # normalize=True
             scenes = self.source.scene_ids[kept_arr]
             feeds["mean"], feeds["std"] = self.mean[scenes], self.std[scenes]
         if self.train:

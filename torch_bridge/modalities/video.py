@@ -15,12 +15,11 @@ batch is padded to its longest clip: by `fn.pad` in the graph on the DALI backen
 (after normalization), "timestamps" and "imu", False in "imu_valid"; the batch gains
 "length" int64 (B,) and "mask" bool (B, T).
 
-Measured on 2 CPU cores, no GPU, built-in sample clips (48 VP9 files of 160x120, 48-96
-frames), clip_length 8, size 112, batch 8, train=True (`python bench/compare.py --modality
-video --device cpu --batch-size 8 --steps 20 --size 112`, one run): DALI 158 clips/s
-(wait p50 52 ms), torch reference with 2 workers 74 clips/s (p50 107 ms).
+Throughput against the torch reference: docs/measurements.md.
 """
 from __future__ import annotations
+
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -29,12 +28,12 @@ from dali_pipes.augment import flips
 from dali_pipes.clips import LoaderPad, check_loader_pad
 from dali_pipes.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
-from torch_bridge.modalities.clip_resize import resize_clip
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.schema import time_fields
 from dali_pipes.sources.video import VideoFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
+from torch_bridge.modalities.clip_resize import resize_clip
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
 _DUMMY_BYTES = np.zeros(1, np.uint8)
@@ -72,6 +71,7 @@ class ClipModality(SourceModality):
     padded, with "length" and "mask"). Subclasses name their `source_class` and the graph
     outputs of both pad modes (`dali_outputs`, `variable_outputs`)."""
 
+    name: str  # the registry name, set by each subclass
     source_class: type = type(None)
     dali_outputs: tuple[str, ...] = ()
     variable_outputs: tuple[str, ...] = ()
@@ -85,17 +85,32 @@ class ClipModality(SourceModality):
         self.variable = check_loader_pad(pad) == "variable"
         if self.variable:
             self.dali_outputs = self.variable_outputs
+        # fields the torch collate pads along time (none unless pad="variable")
+        self.padded_fields = time_fields(self.name) if self.variable else ()
         self._set_source(self._make_source(data, clip_length=clip_length, stride=stride,
                                            clips_per_video=clips_per_video), data)
         self.seed, self.train = seed, bool(train)
 
-    @property
-    def padded_fields(self) -> tuple[str, ...]:
-        """Fields the torch collate pads along time (none unless pad="variable")."""
-        return time_fields(self.name) if self.variable else ()
-
     def _make_source(self, data, **clip_options):
         return self.source_class(data, **clip_options)
+
+    def _read(self, epoch: int, index: int, key: int | None = None) -> dict:
+        """One sample's feeds (the subclass reads its clip: a video file or a frame folder)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _read")
+
+    def _torch_sample(self, epoch: int, index: int, key: int | None, frames: np.ndarray,
+                      clip: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The torch path's sample from a decoded uint8 (T, 3, H, W) clip: resized to `size`
+        (antialiased bilinear, as DALI), mirrored when its flip says so, with its timestamps."""
+        from torchvision.transforms.v2 import functional as F
+
+        if self.size is not None:
+            clip = F.resize(clip, list(self.size), antialias=True,
+                            interpolation=F.InterpolationMode.BILINEAR)
+        if self.flips(epoch, aug_keys(index, key))[0]:
+            clip = clip.flip(-1)
+        return {"frames": clip.contiguous(),
+                "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}
 
     def clip(self, epoch: int, index: int, key: int | None = None) -> np.ndarray:
         """(T,) int64 frame indices of sample `index`'s clip in `epoch` (with pad="variable"
@@ -137,7 +152,7 @@ class ClipModality(SourceModality):
         if self.size is not None or len(set(sizes)) <= 1:
             return
         first = sizes[0]
-        odd = [(i, hw) for i, hw in zip(indices, sizes) if hw != first]
+        odd = [(i, hw) for i, hw in zip(indices, sizes, strict=True) if hw != first]
         raise ValueError(
             f"size=None keeps native resolution, so every clip of a batch must share it: "
             f"{self.path(indices[0])} is {first[0]}x{first[1]} but "
@@ -158,7 +173,7 @@ class VideoModality(ClipModality):
     def __init__(self, data, *, device: str = "cpu", **options):
         super().__init__(data, **options)
         self.device = torch.device(device)
-        self.dali_device = "gpu" if self.device.type == "cuda" else "cpu"
+        self.dali_device: Literal["cpu", "gpu"] = "gpu" if self.device.type == "cuda" else "cpu"
         self._nvdec: tuple | None = None  # (GPU family, probe results), on first use
 
     # DALI backend -------------------------------------------------------------------
@@ -168,7 +183,7 @@ class VideoModality(ClipModality):
                              f"{self.dali_device!r} (its decoder routing depends on it), "
                              f"not {device!r}; make a new one for another device")
 
-    def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         self._check_device(device)
         self._routing()  # probe NVDEC here, in the main process, before feed workers start
@@ -206,7 +221,7 @@ class VideoModality(ClipModality):
         return sample
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
-              ) -> tuple[dict[str, object], np.ndarray]:
+              ) -> tuple[dict[str, Any], np.ndarray]:
         """Read a batch's clips (bad files go to the guard) and their parameters."""
         samples, kept_arr, mirror = self._read_clips(epoch, indices, guard, keys)
         if not samples:
@@ -225,14 +240,6 @@ class VideoModality(ClipModality):
     def load(self, epoch: int, index: int, key: int | None = None
              ) -> dict[str, torch.Tensor]:
         """One clip decoded with PyAV: uint8 (T, 3, H, W), flipped and resized like DALI."""
-        from torchvision.transforms.v2 import functional as F
-
         frames = self.clip(epoch, index, key)
         clip = torch.from_numpy(self.source.decode_clip(index, frames)).permute(0, 3, 1, 2)
-        if self.size is not None:
-            clip = F.resize(clip, list(self.size), antialias=True,
-                            interpolation=F.InterpolationMode.BILINEAR)
-        if self.flips(epoch, aug_keys(index, key))[0]:
-            clip = clip.flip(-1)
-        return {"frames": clip.contiguous(),
-                "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}
+        return self._torch_sample(epoch, index, key, frames, clip)

@@ -17,6 +17,7 @@ batch's longest with zeros and adds "length" and "mask".
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,10 +25,9 @@ import torch
 from dali_pipes.formats.jpeg import jpeg_size
 from dali_pipes.frames import frame_name
 from dali_pipes.pipelines import video_frames as graph
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.video_frames import FrameFolderSource
 from torch_bridge.errors import SampleGuard
-from torch_bridge.modalities.base import aug_keys
 from torch_bridge.modalities.video import ClipModality
 
 
@@ -39,7 +39,7 @@ class FrameFolderModality(ClipModality):
     source_class = FrameFolderSource
 
     # DALI backend -------------------------------------------------------------------
-    def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         return graph.build_frames_pipeline(device=device, batch_size=batch_size,
                                            config=config, size=self.size,
@@ -54,7 +54,8 @@ class FrameFolderModality(ClipModality):
         hw = None
         if self.size is None:  # native resolution: one size per clip, from the headers
             hw = self._clip_resolution(index, frames, [
-                jpeg_size(data, self._frame_path(index, k)) for k, data in zip(frames, jpegs)])
+                jpeg_size(data, self._frame_path(index, k))
+                for k, data in zip(frames, jpegs, strict=True)])
         return {"jpegs": jpegs, "hw": hw, "timestamps": self.source.timestamps(index, frames)}
 
     def _frame_path(self, index: int, frame: int) -> str:
@@ -64,13 +65,13 @@ class FrameFolderModality(ClipModality):
         """The clip's one (H, W); ValueError naming the frames when they differ."""
         if len(set(sizes)) > 1:
             listed = ", ".join(f"{self._frame_path(index, k)} is {h}x{w}"
-                               for k, (h, w) in list(zip(frames, sizes))[:6])
+                               for k, (h, w) in list(zip(frames, sizes, strict=True))[:6])
             raise ValueError(f"size=None keeps native resolution, so every frame of a clip "
                              f"must share it: {listed}; pass size=(H, W) to resize")
         return sizes[0]
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
-              ) -> tuple[dict[str, object], np.ndarray]:
+              ) -> tuple[dict[str, Any], np.ndarray]:
         """The batch's frames flat, one graph sample per frame (see the graph's inputs):
         every frame a clip has (T with pad="repeat_last", its own length with "variable")."""
         samples, kept_arr, mirror = self._read_clips(epoch, indices, guard, keys)
@@ -83,7 +84,7 @@ class FrameFolderModality(ClipModality):
                                              ).astype(np.float64),
                 "clip": np.repeat(np.arange(len(samples), dtype=np.int32), lengths)}, kept_arr
 
-    def sample_feeds(self, feeds: dict[str, object], position: int) -> dict[str, list]:
+    def sample_feeds(self, feeds: dict[str, Any], position: int) -> dict[str, list]:
         """The feeds of the batch's clip at `position` alone (to decode it by itself when a
         batch fails and the culprit must be named)."""
         rows = np.flatnonzero(np.asarray(feeds["clip"]) == position)
@@ -113,21 +114,13 @@ class FrameFolderModality(ClipModality):
              ) -> dict[str, torch.Tensor]:
         """One clip: JPEGs decoded by torchvision, uint8 (T, 3, H, W), resized and flipped."""
         from torchvision.io import ImageReadMode, decode_jpeg
-        from torchvision.transforms.v2 import functional as F
 
         frames = self.clip(epoch, index, key)
         images = [decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
                   for data in self.source.read_jpegs(index, frames)]
         if self.size is None:
             self._clip_resolution(index, frames, [tuple(im.shape[1:]) for im in images])
-        clip = torch.stack(images)
-        if self.size is not None:
-            clip = F.resize(clip, list(self.size), antialias=True,
-                            interpolation=F.InterpolationMode.BILINEAR)
-        if self.flips(epoch, aug_keys(index, key))[0]:
-            clip = clip.flip(-1)
-        return {"frames": clip.contiguous(),
-                "timestamps": torch.from_numpy(self.source.timestamps(index, frames))}
+        return self._torch_sample(epoch, index, key, frames, torch.stack(images))
 
 
 def _pad_clips(flat: torch.Tensor, lengths: np.ndarray) -> torch.Tensor:
