@@ -10,13 +10,12 @@ from scipy.spatial.transform import Rotation, Slerp
 
 from dali_pipes.align import align_to_frames
 
-
 # ----------------------------------------------------------------------------- references
 
 def _dedup_keep_last(ts, values):
     """Reference dedup: a dict keeps the last value written for each timestamp."""
     latest = {}
-    for t, v in zip(np.asarray(ts, float), np.asarray(values, float)):
+    for t, v in zip(np.asarray(ts, float), np.asarray(values, float), strict=True):
         latest[float(t)] = v
     keys = sorted(latest)
     return np.array(keys), np.array([latest[k] for k in keys]).reshape(len(keys), -1)

@@ -7,8 +7,14 @@ import sys
 import numpy as np
 import pytest
 
-from dali_pipes.bands import (array_module, band_statistics, bands_in_range, mutual_information,
-                              principal_axes, select_bands)
+from dali_pipes.bands import (
+    array_module,
+    band_statistics,
+    bands_in_range,
+    mutual_information,
+    principal_axes,
+    select_bands,
+)
 
 B, H, W = 12, 20, 24
 
@@ -196,7 +202,8 @@ def test_cuda_request_gives_the_cpu_results():
     Either way the numbers agree with the CPU path to float tolerance."""
     cube = _low_rank_cube(16, 40, 50, seed=1)
     values = cube.reshape(16, -1)
-    for got, want in zip(band_statistics(values, device="cuda"), band_statistics(values)):
+    for got, want in zip(band_statistics(values, device="cuda"), band_statistics(values),
+                         strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6)
     assert select_bands(cube, 4, device="cuda") == select_bands(cube, 4)
 
@@ -207,7 +214,8 @@ def test_gpu_band_math_matches_numpy_on_a_big_cube():
     assert array_module("cuda") is cupy and array_module("cuda:0") is cupy
     cube = _low_rank_cube(128, 256, 256, seed=2)
     values = cube.reshape(128, -1)
-    for got, want in zip(band_statistics(values, device="cuda"), band_statistics(values)):
+    for got, want in zip(band_statistics(values, device="cuda"), band_statistics(values),
+                         strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6)
     gpu_w, gpu_v = principal_axes(values.T, device="cuda")
     cpu_w, cpu_v = principal_axes(values.T)

@@ -4,8 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dali_pipes.clips import (check_loader_pad, clip_frame_indices, clip_lengths, clip_span,
-                              clip_starts)
+from dali_pipes.clips import (
+    check_loader_pad,
+    clip_frame_indices,
+    clip_lengths,
+    clip_span,
+    clip_starts,
+)
 
 
 def starts(index, counts, *, seed=0, epoch=0, clip_length=8, stride=2, train=True, **kw):

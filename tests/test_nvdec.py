@@ -116,5 +116,5 @@ def test_device_probe_never_raises_without_a_gpu():
     from dali_pipes.nvdec_probe import _decode_mixed, encode_probe_clip
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    with pytest.raises(Exception):  # what probe_codecs turns into False
+    with pytest.raises(RuntimeError):  # what probe_codecs turns into False
         _decode_mixed(encode_probe_clip("vp9"), 0)

@@ -162,7 +162,7 @@ def _error(path) -> FormatError:
 @pytest.mark.parametrize("key", ["samples", "lines", "bands", "data type", "interleave",
                                  "byte order"])
 def test_missing_required_key(tmp_path, key):
-    text = "\n".join(l for l in HEADER.splitlines() if not l.lower().startswith(key))
+    text = "\n".join(line for line in HEADER.splitlines() if not line.lower().startswith(key))
     _handmade(tmp_path, text=text + "\n")
     err = _error(tmp_path / "x.hdr")
     assert err.field == key and key in str(err) and "x.hdr" in str(err)

@@ -111,7 +111,7 @@ def test_every_format_loads_to_the_same_image_on_both_backends(mixed_folder):
         assert "not an image" in loader.skipped[0].reason
         names = [source.path(i).rsplit("/", 1)[1] for i in batch["index"].tolist()]
         assert batch["label"].tolist() == [0] * 9 + [1]
-        out[backend] = dict(zip(names, batch["image"]))
+        out[backend] = dict(zip(names, batch["image"], strict=True))
     for backend, images in out.items():
         want = images["rgb.png"]
         for name in _same_pixels():

@@ -58,7 +58,7 @@ def _mutate_envi(lines: list[str], op) -> list[str] | bytes:
     kind, a, b = op
     lines = list(lines)
     if kind == "set":
-        lines = [l for l in lines if not l.startswith(f"{a} =")] + [f"{a} = {b}"]
+        lines = [line for line in lines if not line.startswith(f"{a} =")] + [f"{a} = {b}"]
     elif kind == "drop" and lines:  # index 0 (the "ENVI" line) only when a is a multiple
         del lines[a % len(lines)]  # of the line count: most mutations keep the magic line
     elif kind == "dup" and lines:

@@ -45,8 +45,9 @@ def test_video_frames_and_fusion_match_the_cpu_backend(ctx, pad):
 
 def test_h264_through_nvdec(ctx):
     pytest.importorskip("av")
-    from dali_pipes.nvdec import StreamFormat, generation, route
     import torch
+
+    from dali_pipes.nvdec import StreamFormat, generation, route
     family = generation(torch.cuda.get_device_capability())
     assert route(StreamFormat("h264", 256, 256, chroma="420", bit_depth=8), device="gpu",
                  family=family)[0] == "nvdec"
@@ -65,6 +66,7 @@ def test_clips_nvdec_cannot_take_still_load(ctx):
 
 def test_device_probe_decodes_vp9_and_h264():
     import torch
+
     from dali_pipes.nvdec_probe import probe_codecs
     found = probe_codecs(torch.cuda.current_device())
     assert found.get("vp9") and found.get("h264"), found

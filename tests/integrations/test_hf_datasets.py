@@ -63,7 +63,7 @@ def test_same_batches_as_the_class_folders(folder, image_ds, backend):
                                label_column="y", **cfg, **OPTS))
     want = _batches(make_loader("image", folder, backend=backend, **OPTS))
     assert [b["index"].tolist() for b in got] == [b["index"].tolist() for b in want]
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.keys() == w.keys()
         for name in w:
             assert torch.equal(g[name], w[name]), name
@@ -73,7 +73,7 @@ def test_both_backends_agree(image_ds):
     dali, ref = (_batches(make_loader("image", image_ds, backend=b, image_column="img",
                                       label_column="y", **OPTS)) for b in ("dali", "torch"))
     assert [b["index"].tolist() for b in dali] == [b["index"].tolist() for b in ref]
-    for d, r in zip(dali, ref):
+    for d, r in zip(dali, ref, strict=True):
         assert torch.equal(d["label"], r["label"])
         assert (d["image"] - r["image"]).abs().mean() < 0.1  # decoders differ a little
 
@@ -85,7 +85,7 @@ def test_imagefolder_attributes(folder, image_ds):
     files = _files(folder)
     assert [loader.path(i) for i in range(len(files))] == [str(f) for f in files]
     for batch in loader:
-        for index, label in zip(batch["index"].tolist(), batch["label"].tolist()):
+        for index, label in zip(batch["index"].tolist(), batch["label"].tolist(), strict=True):
             assert CLASSES[label] == Path(loader.path(index)).parent.name
 
 

@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 import torch
 
-L = pytest.importorskip("lightning")
-
 from tests.conftest import write_image_folder
 from torch_bridge import make_loader
-from torch_bridge.lightning import DaliDataModule, LightningLoader
+
+L = pytest.importorskip("lightning")
+
+# skip the module before torch_bridge.lightning imports lightning
+from torch_bridge.lightning import DaliDataModule, LightningLoader  # noqa: E402
 
 pytestmark = [  # Lightning's notes on what these small fits leave out on purpose
     pytest.mark.filterwarnings("ignore:.*LeafSpec"),

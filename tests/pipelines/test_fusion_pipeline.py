@@ -31,7 +31,7 @@ def test_variable_clips_pad_imu_with_zeros_and_invalid():
              "timestamps": [np.arange(n) / 25 + 1 for n in lengths]}
     for name, value in feeds.items():
         pipe.feed_input(name, value)
-    out = dict(zip(VARIABLE_OUTPUTS, (np.array(o.as_tensor()) for o in pipe.run())))
+    out = dict(zip(VARIABLE_OUTPUTS, (np.array(o.as_tensor()) for o in pipe.run()), strict=True))
     assert out["frames"].shape == (2, 4, 3, 8, 10) and out["length"].tolist() == lengths
     np.testing.assert_array_equal(out["mask"], [[True, True, False, False], [True] * 4])
     np.testing.assert_array_equal(out["imu"][0], np.concatenate([imu[0], np.zeros((2, 6))]))

@@ -50,7 +50,7 @@ def test_cpu_graph_equals_numpy_for_every_flip_and_turn(dtype):
     cube = cube.astype(dtype)
     mean = rng.normal(size=(n, 6, 1, 1)).astype(np.float32)
     std = rng.uniform(0.5, 3.0, size=(n, 6, 1, 1)).astype(np.float32)
-    flip_h, flip_v, k = (np.array(c, np.int32) for c in zip(*GROUP))
+    flip_h, flip_v, k = (np.array(c, np.int32) for c in zip(*GROUP, strict=True))
     pipe = build_hyperspectral_pipeline(device="cpu", batch_size=n, config=CONFIG, dtype=dtype,
                                         normalize=True)
     got, layout = _run(pipe, dict(cube=cube, mean=mean, std=std, flip_h=flip_h,

@@ -120,9 +120,9 @@ def test_pixels_within_tolerance_of_full_decoding(photos):
                         lambda fn, types, ext: fn.decoders.image(ext["jpegs"],
                                                                  output_type=types.RGB), size)
 
-    diff = np.concatenate([np.abs(a - b).ravel() for a, b in zip(scaled, full(0))])
+    diff = np.concatenate([np.abs(a - b).ravel() for a, b in zip(scaled, full(0), strict=True)])
     assert diff.mean() < MEAN_TOL and np.percentile(diff, 99) <= P99_TOL, \
         (diff.mean(), np.percentile(diff, 99))
     # the check sees a window moved by a few source pixels
-    shifted = np.concatenate([np.abs(a - b).ravel() for a, b in zip(scaled, full(6))])
+    shifted = np.concatenate([np.abs(a - b).ravel() for a, b in zip(scaled, full(6), strict=True)])
     assert shifted.mean() > 2 * diff.mean(), (shifted.mean(), diff.mean())

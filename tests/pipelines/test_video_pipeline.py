@@ -4,14 +4,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.sample_data import encode_jpeg, photo_like
 from bench.sample_video import small_video_folder
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
-from bench.sample_data import encode_jpeg, photo_like
-from dali_pipes.pipelines.video import (OUTPUTS, VARIABLE_OUTPUTS, build_video_pipeline,
-                                        dali_decodes)
-from dali_pipes.pipelines.video_frames import (INPUTS, build_frames_pipeline,
-                                               clip_lengths, padding_mask)
+from dali_pipes.pipelines.video import OUTPUTS, VARIABLE_OUTPUTS, build_video_pipeline, dali_decodes
+from dali_pipes.pipelines.video_frames import (
+    INPUTS,
+    build_frames_pipeline,
+    clip_lengths,
+    padding_mask,
+)
 from dali_pipes.sources.video import VideoFolderSource
 
 MEAN = np.array(IMAGENET_MEAN, np.float32)[:, None, None] * 255

@@ -158,7 +158,8 @@ def test_band_stats_for_a_cuda_device_equal_the_cpu_ones(scenes):
     tolerance). The GPU case proper is the test below, which needs CUDA."""
     src = HyperspectralSource(_folder(scenes), bands=[0, 5, 11])
     for scene in range(3):
-        for got, want in zip(src.band_stats(scene, device="cuda"), src.band_stats(scene)):
+        for got, want in zip(src.band_stats(scene, device="cuda"), src.band_stats(scene),
+                             strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-6)
     with pytest.raises(ValueError, match="device must be"):
         src.band_stats(0, device="gpu")
@@ -171,14 +172,15 @@ def test_band_stats_run_on_cupy_with_a_gpu(scenes):
     assert array_module("cuda:0") is cupy
     src = HyperspectralSource(_folder(scenes))
     for scene in range(3):
-        for got, want in zip(src.band_stats(scene, device="cuda:0"), src.band_stats(scene)):
+        for got, want in zip(src.band_stats(scene, device="cuda:0"), src.band_stats(scene),
+                             strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 def test_patch_augment_is_pure_and_covers_the_group():
     index = np.arange(2000)
     a, b = patch_augment(7, 3, index, train=True), patch_augment(7, 3, index, train=True)
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     flip_h, flip_v, k = a
     assert set(k.tolist()) == {0, 1, 2, 3} and np.all(np.bincount(k) > 400)
     assert 0.45 < flip_h.mean() < 0.55 and 0.45 < flip_v.mean() < 0.55

@@ -21,7 +21,7 @@ def root(tmp_path):
 
 
 def _reasons(listing) -> dict[str, str]:
-    return dict(zip(listing.ignored, listing.ignored_reasons))
+    return dict(zip(listing.ignored, listing.ignored_reasons, strict=True))
 
 
 def test_is_sample_is_the_one_predicate(root):

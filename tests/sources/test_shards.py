@@ -32,7 +32,8 @@ def _write(path: Path, samples: list[dict]) -> Path:
 
 
 def _samples(n: int, start: int = 0) -> list[dict]:
-    return [{"__key__": f"k{i:04d}", "jpg": _jpeg(i), "cls": i % 3} for i in range(start, start + n)]
+    return [{"__key__": f"k{i:04d}", "jpg": _jpeg(i), "cls": i % 3}
+            for i in range(start, start + n)]
 
 
 def test_brace_patterns_expand_like_webdataset():

@@ -36,7 +36,7 @@ def indices(batches) -> list[list[int]]:
 def assert_same(got, want) -> None:
     """Same batches: indices, fields, dtypes and values, exactly."""
     assert indices(got) == indices(want)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.keys() == w.keys()
         for name in w:
             assert g[name].dtype == w[name].dtype, name
@@ -124,7 +124,7 @@ class LoaderContract:
     def test_backends_agree_on_order_and_augmentation(self, tiny):
         dali, ref = (self._uninterrupted(tiny, b)[0] for b in ("dali", "torch"))
         assert len(dali) == len(ref)
-        for a, b in zip(dali, ref):
+        for a, b in zip(dali, ref, strict=True):
             for name in self.exact:
                 assert torch.equal(a[name], b[name]), name
             diff = (a[self.main].double() - b[self.main].double()).abs().mean().item()

@@ -36,7 +36,7 @@ def _pairs(loader, limit: int | None = None) -> list[tuple[int, float]]:
     name, out = MAIN_TENSOR[loader.modality], []
     for count, batch in enumerate(loader):
         sums = batch[name].to(torch.float64).flatten(1).sum(1).tolist()
-        out += zip(batch["index"].tolist(), sums)
+        out += zip(batch["index"].tolist(), sums, strict=True)
         if count + 1 == limit:
             break
     return out

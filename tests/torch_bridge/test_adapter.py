@@ -115,7 +115,7 @@ def test_values_equal_the_image_loader(image_folder, train):
         loader.set_epoch(epoch)
         got, want = list(adapter), list(loader)
         assert len(got) == len(want) == 5
-        for a, b in zip(got, want):
+        for a, b in zip(got, want, strict=True):
             assert torch.equal(a["index"], b["index"]) and torch.equal(a["label"], b["label"])
             torch.testing.assert_close(a["image"], b["image"], atol=1e-5, rtol=0)
 

@@ -10,6 +10,7 @@ import av
 import numpy as np
 import pytest
 import torch
+
 # The decoders the torch backend's workers import on first use (the modalities import them
 # inside load()): imported here, forked workers inherit them instead of each paying seconds.
 import torchvision.io  # noqa: F401
@@ -278,7 +279,7 @@ def test_every_modality_skip_keeps_the_others_and_names_the_skipped(tiny_data, t
     tiny, root, bad, reason = _broken_copy(tiny_data, tmp_path, case)
     loader = tiny.loader(data=root, train=False, on_error="skip", **_on(backend))
     index = _index_of(loader, bad)
-    for epoch in range(2):
+    for _ in range(2):  # epochs 0 and 1: the loader moves on by itself
         seen = [i for b in loader for i in b["index"].tolist()]
         assert sorted(seen) == [i for i in range(loader.plan.num_samples) if i != index]
     assert [(s.index, s.path, s.epoch) for s in loader.skipped] == \

@@ -181,7 +181,7 @@ def test_padded_repeat_is_the_same_sample_drawn_again(result):
     samples = {}
     for res in per_rank:
         full = res["full"]
-        for index, label in zip(_flat(full["index"]), _flat(full["label"])):
+        for index, label in zip(_flat(full["index"]), _flat(full["label"]), strict=True):
             samples.setdefault(index, []).append(label)
     repeats = {i: s for i, s in samples.items() if len(s) > 1}
     assert len(repeats) == WORLD * math.ceil(n / WORLD) - n

@@ -96,7 +96,10 @@ def test_small_or_full_shm_warns():
 
 def test_shm_need_follows_batch_bytes_and_workers():
     env = Env(shm_total=4 * GiB, shm_free=4 * GiB, usable_cores=8)
-    shm = lambda **kw: next(c for c in doctor.run_checks(env, **kw) if c.name == "/dev/shm")
+
+    def shm(**kw):
+        return next(c for c in doctor.run_checks(env, **kw) if c.name == "/dev/shm")
+
     assert shm(batch_bytes=GiB // 8, workers=4).status == "ok"  # 1 GiB needed
     assert shm(batch_bytes=GiB, workers=4).status == "warn"  # 8 GiB needed
 

@@ -44,7 +44,7 @@ def _samples(loader, limit=None):
     """[(index, image)] of a pass, stopping after `limit` batches."""
     out = []
     for count, batch in enumerate(loader):
-        out += zip(batch["index"].tolist(), batch["image"].clone())
+        out += zip(batch["index"].tolist(), batch["image"].clone(), strict=True)
         if count + 1 == limit:
             break
     return out

@@ -5,6 +5,7 @@ Each test bounds its wait (`_bounded`): the failures fixed here showed up as han
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ import numpy as np
 import psutil
 import pytest
 import torch
+
 # The decoders the torch backend's workers import on first use: imported here, forked
 # workers inherit them instead of each paying seconds to import them.
 import torchvision.io  # noqa: F401
@@ -27,8 +29,7 @@ import torchvision.transforms.v2.functional  # noqa: F401
 from bench.sample_hyperspectral import small_scene_folder
 from dali_pipes.pipelines.config import load_config
 from tests.conftest import write_image_folder
-from torch_bridge import SampleError, make_loader
-from torch_bridge import feeders
+from torch_bridge import SampleError, feeders, make_loader
 from torch_bridge.dali_engine import DaliEngine
 from torch_bridge.errors import SampleGuard, WorkerDied
 from torch_bridge.loader import Loader
@@ -179,7 +180,7 @@ def test_a_worker_killed_at_any_moment_never_hangs_the_pool(tmp_path):
             ticket = pool.submit(feeders.PlanBatch(0, 0, indices, indices), {})
             kill.start()
             try:
-                prepared, _ = _bounded(lambda: pool.result(ticket), seconds=20)
+                prepared, _ = _bounded(functools.partial(pool.result, ticket), seconds=20)
                 outcomes.append(len(prepared.kept))
             except WorkerDied:
                 outcomes.append("died")

@@ -26,7 +26,7 @@ def _batches(folder, backend):
 def test_pyav_clips_match_the_torch_path(h264_folder):
     dali, ref = _batches(h264_folder, "dali"), _batches(h264_folder, "torch")
     assert len(dali) == len(ref) == 2
-    for a, b in zip(dali, ref):
+    for a, b in zip(dali, ref, strict=True):
         assert a["frames"].shape == b["frames"].shape == (2, 4, 3, 32, 40)
         # the same pixels up to float rounding (before: DALI's resize, mean difference 0.0035)
         assert (a["frames"] - b["frames"]).abs().max() < 1e-5

@@ -55,7 +55,7 @@ def _expected(data, batch, **align):
     """align_to_frames of each sample's stream at the batch's own timestamps."""
     src = FusionFolderSource(data)
     values, valid = [], []
-    for index, ts in zip(batch["index"].tolist(), batch["timestamps"].numpy()):
+    for index, ts in zip(batch["index"].tolist(), batch["timestamps"].numpy(), strict=True):
         stream = read_imu(imu_path_for(src.path(index)))
         v, ok = align_to_frames(ts, stream.t, stream.values, **align)
         values.append(v.astype(np.float32))

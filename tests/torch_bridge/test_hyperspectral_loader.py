@@ -74,7 +74,7 @@ def test_labels_are_the_map_at_each_position(scenes, backend):
     batch = next(iter(_loader(_folder(scenes), backend)))
     assert batch["cube"].shape == (32, 12, P, P) and batch["position"].shape == (32, 2)
     for scene, (y, x), label in zip(batch["scene"].tolist(), batch["position"].tolist(),
-                                    batch["label"].tolist()):
+                                    batch["label"].tolist(), strict=True):
         assert label == scenes[scene]["labels"][y, x] - 1 >= 0
 
 
@@ -82,16 +82,17 @@ def test_every_labeled_pixel_once_per_pass(scenes, backend):
     out = _all(_loader(_folder(scenes), backend, seed=3))
     n = _n_labeled(scenes)
     assert sorted(out["index"].tolist()) == list(range(n))
-    seen = {(s, y, x) for s, (y, x) in zip(out["scene"].tolist(), out["position"].tolist())}
+    seen = {(s, y, x) for s, (y, x) in zip(out["scene"].tolist(), out["position"].tolist(),
+                                           strict=True)}
     truth = {(i, int(y), int(x)) for i, s in enumerate(scenes)
-             for y, x in zip(*np.nonzero(s["labels"]))}
+             for y, x in zip(*np.nonzero(s["labels"]), strict=True)}
     assert seen == truth
 
 
 def test_eval_cubes_equal_the_files_reflect_padded(scenes, backend):
     out = _all(_loader(_folder(scenes), backend, train=False, shuffle=False))
     for cube, scene, position in zip(out["cube"].numpy(), out["scene"].tolist(),
-                                     out["position"].tolist()):
+                                     out["position"].tolist(), strict=True):
         np.testing.assert_array_equal(cube, _expected(scenes, scene, position))
 
 
@@ -102,7 +103,7 @@ def test_train_backends_identical_and_equal_rot90_of_flips(scenes):
     flip_h, flip_v, k = patch_augment(4, 0, dali["index"].numpy(), train=True)
     changed = 0
     for i, (scene, position) in enumerate(zip(dali["scene"].tolist(),
-                                              dali["position"].tolist())):
+                                              dali["position"].tolist(), strict=True)):
         plain = _expected(scenes, scene, position)
         flipped = plain[:, ::-1] if flip_v[i] else plain
         flipped = flipped[:, :, ::-1] if flip_h[i] else flipped
@@ -214,7 +215,7 @@ def test_cube_truncated_mid_loader_fails_its_samples_not_the_process(
     assert (skipped == bad) if workers == 0 else (bad <= skipped <= in_scene)
     assert sorted(out["index"].tolist()) == sorted(set(range(offsets[-1])) - skipped)
     for cube, s, position in zip(out["cube"].numpy(), out["scene"].tolist(),
-                                 out["position"].tolist()):
+                                 out["position"].tolist(), strict=True):
         np.testing.assert_array_equal(cube, _expected(scenes, s, position))
 
 

@@ -39,7 +39,7 @@ def test_batches_stay_valid_while_held(image_folder, backend):
     held = [b for _ in range(2) for b in loader]
     fresh = _loader(image_folder, backend, seed=3)
     copies = [{k: v.clone() for k, v in b.items()} for _ in range(2) for b in fresh]
-    for a, b in zip(held, copies):
+    for a, b in zip(held, copies, strict=True):
         assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])
 
 
@@ -54,7 +54,7 @@ def test_backends_agree_on_a_larger_set(image_folder):
     dali = list(_loader(image_folder, "dali", seed=9))
     ref = list(_loader(image_folder, "torch", seed=9))
     assert len(dali) == len(ref) == 5
-    for a, b in zip(dali, ref):
+    for a, b in zip(dali, ref, strict=True):
         assert torch.equal(a["index"], b["index"]) and torch.equal(a["label"], b["label"])
         diff = (a["image"] - b["image"]).abs()
         assert diff.mean() < 0.05, diff.mean()
@@ -63,7 +63,7 @@ def test_backends_agree_on_a_larger_set(image_folder):
 def test_reference_with_workers_matches_in_process(image_folder):
     a = list(_loader(image_folder, "torch", seed=2))
     b = list(_loader(image_folder, "torch", seed=2, reference={"num_workers": 2}))
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         torch.testing.assert_close(x["image"], y["image"])
 
 

@@ -65,6 +65,6 @@ def test_imagefolder_attributes(image_folder: Path, backend):
     assert loader.class_to_idx == ref.class_to_idx
     files = {path: label for path, label in ref.samples}
     batch = next(iter(loader))
-    for index, label in zip(batch["index"].tolist(), batch["label"].tolist()):
+    for index, label in zip(batch["index"].tolist(), batch["label"].tolist(), strict=True):
         assert files[loader.path(index)] == label
     assert [loader.path(i) for i in range(len(ref))] == [p for p, _ in ref.samples]

@@ -63,7 +63,7 @@ def _epochs(loader, n=2):
 
 def _assert_same(a, b):
     assert [len(e) for e in a] == [len(e) for e in b]
-    for x, y in zip((x for e in a for x in e), (y for e in b for y in e)):
+    for x, y in zip((x for e in a for x in e), (y for e in b for y in e), strict=True):
         assert x.keys() == y.keys()
         for k in x:
             assert torch.equal(x[k], y[k]), k
@@ -206,7 +206,7 @@ def test_modalities_pickle_for_forkserver_and_spawn(data, modality, folder):
     assert np.array_equal(kept_a, kept_b) and a.keys() == b.keys()
     for k in a:  # remuxed segments ("video") hold a random Matroska segment id
         same = (lambda x, y: len(x) == len(y)) if k == "video" else np.array_equal
-        assert all(same(x, y) for x, y in zip(a[k], b[k])), k
+        assert all(same(x, y) for x, y in zip(a[k], b[k], strict=True)), k
 
 
 def test_forkserver_pool_prepares_the_same_feeds(data):

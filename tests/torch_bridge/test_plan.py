@@ -53,7 +53,7 @@ def test_resume_offset_continues_the_same_batches():
     full = list(batches(plan, 3))
     rest = list(batches(plan, 3, start=4))
     assert [p for p, _ in rest] == list(range(4, len(plan)))
-    for (_, a), (_, b) in zip(full[4:], rest):
+    for (_, a), (_, b) in zip(full[4:], rest, strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(plan.rank_indices(3)[30:36], full[5][1])
 
@@ -133,7 +133,7 @@ def _old_remaining(plans, epoch, consumed):
     taken, left = [], []
     for r, plan in enumerate(plans):
         for position, indices, keys in plan.keyed_batches(epoch):
-            for t, pair in enumerate(zip(indices.tolist(), keys.tolist()),
+            for t, pair in enumerate(zip(indices.tolist(), keys.tolist(), strict=True),
                                      position * batch):
                 if position < consumed:
                     taken.append(pair)
@@ -150,7 +150,8 @@ def _resume(old, new, epoch, consumed, span=None):
     for plan in new:
         plan.set_resumed(resumed)
     return resumed, [[pair for _, indices, keys in plan.keyed_batches(epoch)
-                      for pair in zip(indices.tolist(), keys.tolist())] for plan in new]
+                      for pair in zip(indices.tolist(), keys.tolist(), strict=True)]
+                     for plan in new]
 
 
 @pytest.mark.parametrize("old, new, consumed", [
@@ -220,9 +221,9 @@ def test_the_same_layout_continues_inside_a_resumed_span():
     n, epoch = 23, 4
     new = _plans(n, 3, 2)
     resumed, full = _resume(_plans(n, 2, 4), new, epoch, 1)
-    for plan, pairs in zip(new, full):
+    for plan, pairs in zip(new, full, strict=True):
         tail = [pair for _, indices, keys in plan.keyed_batches(epoch, 2)
-                for pair in zip(indices.tolist(), keys.tolist())]
+                for pair in zip(indices.tolist(), keys.tolist(), strict=True)]
         assert tail == pairs[4:]
 
 
@@ -230,11 +231,11 @@ def test_later_epochs_and_other_plans_are_fresh():
     n = 19
     new = _plans(n, 3, 2)
     _resume(_plans(n, 2, 4), new, 3, 1)
-    for plan, fresh in zip(new, _plans(n, 3, 2)):
+    for plan, fresh in zip(new, _plans(n, 3, 2), strict=True):
         assert len(plan) == len(fresh) != plan.num_batches(3)
         for epoch in (2, 4):
             assert plan.num_batches(epoch) == len(fresh)
-            for a, b in zip(plan.keyed_batches(epoch), fresh.keyed_batches(epoch)):
+            for a, b in zip(plan.keyed_batches(epoch), fresh.keyed_batches(epoch), strict=True):
                 assert a[0] == b[0] and np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2])
         plan.set_resumed(None)
         assert plan.num_batches(3) == len(fresh)

@@ -35,9 +35,10 @@ def test_defaults_read_affinity_and_local_world_size(monkeypatch):
 
 
 def test_mixed_decoders_get_affine_false_when_ranks_share_a_node(monkeypatch):
+    import nvidia.dali.fn as fn
+
     from dali_pipes.pipelines.config import load_config
     from dali_pipes.pipelines.video import build_video_pipeline
-    import nvidia.dali.fn as fn
     seen = []
     real = fn.decoders.video
 

@@ -118,7 +118,8 @@ def test_a_file_replaced_by_a_fifo_is_a_bad_sample_not_a_hang(tmp_path, backend)
     assert skipped.path == str(fifo) and "not a regular file" in skipped.reason
     # listed while it is a FIFO: not a sample, and reported
     listing = ImageFolderSource(root).listing
-    assert dict(zip(listing.ignored, listing.ignored_reasons)) == {str(fifo): "not a file"}
+    ignored = dict(zip(listing.ignored, listing.ignored_reasons, strict=True))
+    assert ignored == {str(fifo): "not a file"}
 
 
 def test_names_that_are_not_utf8_load_on_both_backends(tmp_path):

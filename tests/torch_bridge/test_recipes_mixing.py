@@ -79,13 +79,14 @@ def test_backends_mix_identically(image_folder, mode):
     dali = _copies(_loader(image_folder, "dali", **MIX, mix_mode=mode))
     ref = _copies(_loader(image_folder, "torch", **MIX, mix_mode=mode))
     assert len(dali) == len(ref) == 5
-    for a, b in zip(dali, ref):
+    for a, b in zip(dali, ref, strict=True):
         assert a["target"].dtype == torch.float32 and a["target"].shape == (len(a["index"]), 3)
         torch.testing.assert_close(a["target"].sum(1), torch.ones(len(a["index"])))
         assert torch.equal(a["target"], b["target"]) and torch.equal(a["label"], b["label"])
         assert (a["image"] - b["image"]).abs().mean() < 0.05
     plain = _copies(_loader(image_folder, "torch"))
-    assert any((p["image"] - r["image"]).abs().mean() > 0.05 for p, r in zip(plain, ref))
+    assert any((p["image"] - r["image"]).abs().mean() > 0.05
+               for p, r in zip(plain, ref, strict=True))
 
 
 def test_label_smoothing_alone(image_folder):
@@ -113,7 +114,7 @@ def test_resume_mid_epoch_reproduces_mixed_batches(image_folder, backend, opts):
     resumed.load_state_dict(state)
     got += _copies(resumed) + _copies(resumed)
     assert len(got) == len(want) == 10
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.keys() == w.keys()
         for name in w:
             assert torch.equal(g[name], w[name]), name

@@ -67,5 +67,5 @@ def test_photometric_resumes_and_is_per_epoch(image_folder):
     second = [b["image"].clone() for b in a]
     b = make_loader("image", image_folder, backend="dali", **kw)
     b.set_epoch(1)
-    assert all(torch.equal(x, y) for x, y in zip(second, [t["image"] for t in b]))
+    assert all(torch.equal(x, y) for x, y in zip(second, [t["image"] for t in b], strict=True))
     assert not torch.equal(first[0], second[0])

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from bench.policy_ops import CASES, compare, test_images as policy_images
+from bench.policy_ops import CASES, compare
+from bench.policy_ops import test_images as policy_images
 from dali_pipes.policies import OP, policy_ops
 from dali_pipes.recipes import image_recipe
 from torch_bridge import make_loader

@@ -37,7 +37,7 @@ def test_preset_parameters_identical_on_both_backends(image_folder, name):
     dali, ref = _copies(_loader(image_folder, "dali", **kw)), _copies(_loader(image_folder,
                                                                              "torch", **kw))
     assert len(dali) == len(ref) == 4
-    for a, b in zip(dali, ref):
+    for a, b in zip(dali, ref, strict=True):
         assert a.keys() == b.keys() and "target" in a
         assert torch.equal(a["index"], b["index"]) and torch.equal(a["target"], b["target"])
         assert a["image"].dtype == b["image"].dtype and a["image"].shape == (8, 3, 32, 32)
@@ -55,7 +55,7 @@ def test_preset_resumes_mid_epoch(image_folder):
     resumed.load_state_dict(first.state_dict())
     got += _copies(resumed)
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert all(torch.equal(g[k], w[k]) for k in w)
 
 

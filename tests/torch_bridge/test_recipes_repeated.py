@@ -24,7 +24,7 @@ def test_each_index_k_times_with_new_augmentation(image_folder):
     assert sorted(set(counts.values()))[-1] == 3 and len(counts) == 13  # ceil(37 / 3)
     images = {}
     for b in batches:
-        for i, img in zip(b["index"].tolist(), b["image"]):
+        for i, img in zip(b["index"].tolist(), b["image"], strict=True):
             images.setdefault(i, []).append(img)
     copies = next(v for v in images.values() if len(v) == 3)
     assert not torch.equal(copies[0], copies[1])  # each draw augmented anew
@@ -43,7 +43,7 @@ def test_copies_go_to_different_ranks(image_folder):
 def test_backends_agree_and_resume(image_folder):
     dali = [{k: v.clone() for k, v in b.items()} for b in _loader(image_folder, repeats=2)]
     ref = list(_loader(image_folder, "torch", repeats=2))
-    for a, b in zip(dali, ref):
+    for a, b in zip(dali, ref, strict=True):
         assert torch.equal(a["index"], b["index"])
         assert (a["image"] - b["image"]).abs().mean() < 0.05
     first = _loader(image_folder, repeats=2)
@@ -52,7 +52,7 @@ def test_backends_agree_and_resume(image_folder):
     resumed = _loader(image_folder, repeats=2)
     resumed.load_state_dict(first.state_dict())
     rest = list(resumed)
-    assert all(torch.equal(a["image"], b["image"]) for a, b in zip(dali[2:], rest))
+    assert all(torch.equal(a["image"], b["image"]) for a, b in zip(dali[2:], rest, strict=True))
 
 
 def test_bad_repeats(image_folder):

@@ -50,7 +50,7 @@ def test_schedule_on_both_backends_without_rebuild(image_folder):
             ref = epochs
     assert shapes["dali"] == shapes["torch"] == [(16, 16), (16, 16), (24, 32)]
     assert len(pipes) == 1
-    for a, b in zip(dali[2], ref[2]):
+    for a, b in zip(dali[2], ref[2], strict=True):
         assert (a - b).abs().mean() < 0.1
 
 
@@ -68,7 +68,7 @@ def test_schedule_resumes_in_a_later_epoch(image_folder):
     resumed.load_state_dict(first.state_dict())
     got += [{k: v.clone() for k, v in b.items()} for b in resumed]
     assert len(got) == len(want) and got[0]["image"].shape[-2:] == (24, 32)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert all(torch.equal(g[k], w[k]) for k in w)
 
 

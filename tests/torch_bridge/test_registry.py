@@ -43,7 +43,8 @@ def test_video_kind_is_chosen_from_the_data(tiny_data):
 
 def test_unknown_option_names_it_and_lists_the_valid_ones(image_folder):
     with pytest.raises(ValueError, match=r"unknown option clip_length for modality 'image'; "
-                                         r"valid options: size=224, train=True, scale=.*max_pixels="):
+                                         r"valid options: size=224, train=True, "
+                                         r"scale=.*max_pixels="):
         make_loader("image", image_folder, clip_length=4)
     with pytest.raises(ValueError, match=r"unknown options sise, trian .*'video'.*stride=1"):
         make_loader("video", image_folder, sise=3, trian=False)

@@ -73,7 +73,7 @@ def test_class_balanced_shards_equal_length_and_resume():
     assert len({len(p) for p in plans}) == 1
     full = list(batches(plans[1], 2))
     rest = list(batches(plans[1], 2, start=3))
-    for (_, x), (_, y) in zip(full[3:], rest):
+    for (_, x), (_, y) in zip(full[3:], rest, strict=True):
         np.testing.assert_array_equal(x, y)
 
 
@@ -191,7 +191,7 @@ def test_loader_source_aware_batches_and_resume(two_sources, backend):
     resumed.set_epoch(2)
     rest = list(resumed)
     assert len(rest) == len(full) - 2
-    for a, b in zip(full[2:], rest):
+    for a, b in zip(full[2:], rest, strict=True):
         assert torch.equal(a["index"], b["index"])
         torch.testing.assert_close(a["image"], b["image"])
 
@@ -223,7 +223,7 @@ def test_loader_class_balanced_redraws_get_their_own_augmentation(two_sources, b
     def draws(loader):
         out = {}
         for batch in loader:
-            for index, image in zip(batch["index"].tolist(), batch["image"]):
+            for index, image in zip(batch["index"].tolist(), batch["image"], strict=True):
                 out.setdefault(index, []).append(image)
         return out
 
@@ -235,7 +235,7 @@ def test_loader_class_balanced_redraws_get_their_own_augmentation(two_sources, b
     other = draws(_loader(two_sources, "dali" if backend == "torch" else "torch",
                           sampling="class_balanced", size=32))
     for index, images in twice.items():
-        for mine, theirs in zip(images, other[index]):
+        for mine, theirs in zip(images, other[index], strict=True):
             assert (mine - theirs).abs().mean() < 0.05
 
 

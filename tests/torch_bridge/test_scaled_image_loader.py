@@ -47,7 +47,7 @@ def test_backends_agree_on_the_same_windows(large_folder):
     assert loader._engine.modality._scaled  # the reduced-scale graph ran
     _, ref = _batches(large_folder, "torch")
     assert len(dali) == len(ref) == 2
-    for a, b in zip(dali, ref):
+    for a, b in zip(dali, ref, strict=True):
         assert torch.equal(a["index"], b["index"]) and torch.equal(a["label"], b["label"])
         assert a["image"].shape == (4, 3, SIZE, SIZE) and a["image"].dtype == torch.float32
         diff = (a["image"] - b["image"]).abs()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 # The decoders the torch backend's workers import on first use: imported here, forked
 # workers inherit them instead of each paying seconds to import them.
 import torchvision.io  # noqa: F401
@@ -113,7 +114,7 @@ def _soak(data, backend, epochs):
             marks[epoch] = _snapshot()
         elif epoch == epochs:
             warm = marks[WARMUP]
-            marks[epoch] = _settled(lambda s: s["fds"] <= warm["fds"] + FD_SLACK)
+            marks[epoch] = _settled(lambda s, limit=warm["fds"] + FD_SLACK: s["fds"] <= limit)
     loader.close()
     warm, end = marks[WARMUP], marks[epochs]
     assert end["fds"] <= warm["fds"] + FD_SLACK, _new_fds(warm, end)

@@ -74,7 +74,7 @@ def test_same_data_resumes_even_when_moved(folder, tmp_path, backend):
     resumed.load_state_dict(state)
     rest = [b["index"] for b in resumed]
     assert len(rest) == len(full) - 2
-    assert all(torch.equal(a, b) for a, b in zip(full[2:], rest))
+    assert all(torch.equal(a, b) for a, b in zip(full[2:], rest, strict=True))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -182,7 +182,7 @@ def test_a_version_1_state_still_loads_and_resumes_exactly(folder):
     resumed.load_state_dict(state)
     rest = [b["index"] for b in resumed]
     assert len(rest) == len(full) - 2
-    assert all(torch.equal(a, b) for a, b in zip(full[2:], rest))
+    assert all(torch.equal(a, b) for a, b in zip(full[2:], rest, strict=True))
     assert resumed.state_dict()["version"] == 2
 
 

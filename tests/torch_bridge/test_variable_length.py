@@ -114,7 +114,7 @@ def test_video_backends_agree(videos):
     dali = _batches(_loader(videos, "dali", batch_size=2))
     ref = _batches(_loader(videos, "torch", batch_size=2))
     assert len(dali) == len(ref) == 2
-    for d, r in zip(dali, ref):
+    for d, r in zip(dali, ref, strict=True):
         assert set(d) == set(r)
         for name in ("index", "length", "mask", "timestamps", "label"):
             assert torch.equal(d[name], r[name]), name
