@@ -74,6 +74,9 @@ def test_main_prints_version_and_tools():
                     reason="mypy not installed")
 def test_public_api_module_passes_mypy_strict(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path),
-         "torch_bridge/factory.py"], cwd=REPO, capture_output=True, text=True, timeout=300)
+        # --follow-imports=silent: the modules it imports are analysed (their types are
+        # used) but held to the project's own settings, not to --strict
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--cache-dir",
+         str(tmp_path), "torch_bridge/factory.py"], cwd=REPO, capture_output=True, text=True,
+        timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
