@@ -27,19 +27,19 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import Iterator, Union
 
 import numpy as np
 import torch
 
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.inputs import check_feeds
+from torch_bridge.autoworkers import auto_workers, start_feed_pool
 from torch_bridge.dali_blame import blame, in_epoch
 from torch_bridge.errors import SampleError, SampleGuard, WorkerDied
 from torch_bridge.feeders import FeedPool, FeedWindow, PlanBatch, Prepared
-from torch_bridge.autoworkers import auto_workers, start_feed_pool
 from torch_bridge.modalities.base import SourceModality
 from torch_bridge.protocols import BatchPlan, DaliFeed
 from torch_bridge.stats import LoaderStats
@@ -75,7 +75,7 @@ class _Padding:
     feeds: dict
 
 
-_Entry = Union[_Fed, _Failed, _Padding]
+_Entry = _Fed | _Failed | _Padding
 
 
 class DaliEngine:
@@ -178,7 +178,7 @@ class DaliEngine:
             self.guard.record(entry.prepared.skips)
             t2 = perf_counter_ns()
             batch = attach_meta({name: dali_to_torch(out, self.device) for name, out
-                                 in zip(self.modality.dali_outputs, outputs)},
+                                 in zip(self.modality.dali_outputs, outputs, strict=True)},
                                 self.modality, entry.prepared.kept, self.device)
             self.stats.add("dali_run", t1 - t0)
             self.stats.add("transfer", perf_counter_ns() - t2)

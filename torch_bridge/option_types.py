@@ -15,7 +15,8 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from typing import Any, Callable, Literal, Mapping, Union
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Union
 
 import numpy as np
 

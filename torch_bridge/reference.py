@@ -7,9 +7,9 @@ article's knobs are options: `num_workers`, `prefetch_factor`, `persistent_worke
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
@@ -73,7 +73,7 @@ class _PlanBatchSampler(Sampler):
 
     def __iter__(self):
         for _, indices, keys in self.plan.keyed_batches(self.epoch, self.start):
-            yield [(self.epoch, int(i), int(k)) for i, k in zip(indices, keys)]
+            yield [(self.epoch, int(i), int(k)) for i, k in zip(indices, keys, strict=True)]
 
 
 class _Collate:

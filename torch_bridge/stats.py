@@ -66,7 +66,8 @@ class LoaderStats:
     """The current and the last pass of a loader, plus totals since it was made.
 
     Engines call `add(stage, ns)` and `yielded(indices, in_flight)`; the loader calls
-    `begin`, `batch` and `end`. With `enabled` False every call returns at once (used to measure the cost).
+    `begin`, `batch` and `end`. With `enabled` False every call returns at once (used to
+    measure the cost).
     """
 
     def __init__(self, *, enabled: bool = True):

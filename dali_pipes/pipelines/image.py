@@ -78,7 +78,7 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
     with pipe:
         declared = graph_inputs_for(recipe)
         jpegs, anchor, shape, mirror, *extra = external_inputs(declared)
-        extra = dict(zip(schema.names(declared[4:]), extra))
+        extra = dict(zip(schema.names(declared[4:]), extra, strict=False))
         images = _decode_window(jpegs, anchor, shape, device, config)
         images = fn.resize(images, device=device, size=extra.get("out_size", list(recipe.size)),
                            antialias=config.antialias,

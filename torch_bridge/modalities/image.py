@@ -9,21 +9,27 @@ from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.mixing import mix_params
 from dali_pipes.photometric import photometric_params
 from dali_pipes.pipelines import image as image_graph
-from dali_pipes.policies import affine_matrices, photo_params, policy_ops
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
-from dali_pipes.recipes import (IMAGENET_MEAN, IMAGENET_STD, RECIPE_OPTIONS, check_num_classes,
-                                image_recipe, size_at)
+from dali_pipes.policies import affine_matrices, photo_params, policy_ops
+from dali_pipes.recipes import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    RECIPE_OPTIONS,
+    check_num_classes,
+    image_recipe,
+    size_at,
+)
 from dali_pipes.sources.hf import image_source
 from dali_pipes.sources.shards import ShardSource, is_shard_data
 from torch_bridge.erasing import erase_batch
 from torch_bridge.errors import SampleGuard
 from torch_bridge.mixing import mix_batch
 from torch_bridge.modalities import image_scaled
-from torch_bridge.photometric import apply_photometric
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 from torch_bridge.modalities.image_decode import decode_rgb
 from torch_bridge.option_types import OptionTypeError
+from torch_bridge.photometric import apply_photometric
 from torch_bridge.policies import apply_policy
 
 _INTERP = {"bilinear": "BILINEAR", "bicubic": "BICUBIC", "lanczos": "LANCZOS",
