@@ -260,8 +260,9 @@ def _schema_template(name: str, engine) -> dict:
 def _close_engine(engine) -> None:
     engine.close()
     source = getattr(getattr(engine, "modality", None), "source", None)
-    if callable(getattr(source, "close", None)):
-        source.close()
+    close = getattr(source, "close", None)
+    if callable(close):
+        close()
 
 
 def _listing_digest(modality) -> str | None:
