@@ -41,7 +41,8 @@ def plot_compare(report: dict, path) -> Path:
         p50 = [r["wait_ms_p50"] for r in results]
         p95 = [r["wait_ms_p95"] for r in results]
         ax_wait.bar(names, p50, color="tab:orange", label="p50")
-        ax_wait.errorbar(names, p50, yerr=[[0] * len(p50), [b - a for a, b in zip(p50, p95)]],
+        above = [b - a for a, b in zip(p50, p95, strict=True)]
+        ax_wait.errorbar(names, p50, yerr=[[0] * len(p50), above],
                          fmt="none", ecolor="black", capsize=4, label="to p95")
         ax_wait.legend(fontsize=8)
     ax_wait.set_ylabel("wait in next(loader), ms")
@@ -59,14 +60,14 @@ def plot_sweep(rows: list[dict], path, *, title: str = "") -> Path:
     if not params:
         raise ValueError("plot_sweep: no measured rows to plot")
     fig, axes = plt.subplots(1, len(params), figsize=(4.2 * len(params), 3.6), squeeze=False)
-    for ax, param in zip(axes[0], params):
+    for ax, param in zip(axes[0], params, strict=True):
         mine = [r for r in rows if r["param"] == param and r.get("value") is not None]
         xs = [r["value"] for r in mine]
         ys = [r["samples_per_s"] for r in mine]
         ax.plot(xs, ys, marker="o", label=param)
         if all(r.get("samples_per_s_range") for r in mine):  # min-max over the repeats
-            lo = [y - r["samples_per_s_range"][0] for y, r in zip(ys, mine)]
-            hi = [r["samples_per_s_range"][1] - y for y, r in zip(ys, mine)]
+            lo = [y - r["samples_per_s_range"][0] for y, r in zip(ys, mine, strict=True)]
+            hi = [r["samples_per_s_range"][1] - y for y, r in zip(ys, mine, strict=True)]
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor="gray", capsize=3)
         best = max(range(len(ys)), key=ys.__getitem__)
         ax.annotate(f"best {xs[best]}", (xs[best], ys[best]), textcoords="offset points",

@@ -48,7 +48,7 @@ def dali_apply(images: np.ndarray, name: str, magnitude: float) -> np.ndarray:
     with pipe:
         x, m, p = (fn.external_source(source=_repeat([np.ascontiguousarray(s) for s in a]),
                                       layout=lay)
-                   for a, lay in zip(feeds, ("HWC", None, None)))
+                   for a, lay in zip(feeds, ("HWC", None, None), strict=True))
         recipe = image_recipe(size=(h, w), auto_augment="autoaugment")
         pipe.set_outputs(apply_policy(x, m, p, device="cpu", recipe=recipe, slots=1))
     pipe.build()

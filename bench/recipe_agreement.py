@@ -38,7 +38,7 @@ def agreement(data, options: dict, *, size: int, batches: int) -> tuple[float, f
     dali = make_loader("image", data, backend="dali", **common)
     ref = make_loader("image", data, backend="torch", reference={"num_workers": 0}, **common)
     diffs = []
-    for _, a, b in zip(range(batches), dali, ref):
+    for _, a, b in zip(range(batches), dali, ref, strict=False):
         diffs.append((a["image"].int() - b["image"].int()).abs().numpy().ravel())
     d = np.concatenate(diffs)
     return float(d.mean()), float(np.percentile(d, 99))

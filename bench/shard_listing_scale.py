@@ -19,7 +19,8 @@ from pathlib import Path
 _PROBE = """
 import json, sys, time
 def rss():
-    return int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) / 1024
+    line = next(l for l in open('/proc/self/status') if l.startswith('VmRSS'))
+    return int(line.split()[1]) / 1024
 import numpy as np
 from dali_pipes.sources.shards import ShardSource
 before = rss()
@@ -32,6 +33,7 @@ print(json.dumps({"samples": len(source), "seconds": time.perf_counter() - t,
 
 def _write(folder: Path, shards: int, per_shard: int) -> None:
     import numpy as np
+
     from bench.sample_data import encode_jpeg, photo_like
     jpeg = encode_jpeg(photo_like(np.random.default_rng(0), 16, 16))
     folder.mkdir(parents=True, exist_ok=True)

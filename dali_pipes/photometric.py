@@ -23,8 +23,11 @@ def jitter_strengths(color_jitter) -> tuple[float, float, float, float]:
     """(brightness, contrast, saturation, hue) from a float (timm: the first three, no hue)
     or a 3- or 4-tuple."""
     if isinstance(color_jitter, (tuple, list)):
-        vals = tuple(float(v) for v in color_jitter)
-        return vals + (0.0,) * (4 - len(vals))
+        if len(color_jitter) > 4:
+            raise ValueError("color_jitter: expected a float or a 3- or 4-tuple, got "
+                             f"{color_jitter!r}")
+        vals = [float(v) for v in color_jitter] + [0.0] * (4 - len(color_jitter))
+        return vals[0], vals[1], vals[2], vals[3]
     x = float(color_jitter)
     return x, x, x, 0.0
 

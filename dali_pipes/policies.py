@@ -26,10 +26,12 @@ PHOTO_PARAMS = ("brightness", "color", "contrast", "sharpness", "posterize_div",
                 "solarize_threshold", "autocontrast", "equalize", "invert", "op")
 
 # name -> (max magnitude at the last bin, signed); "width"/"height": a fraction of the side
-_RAND = {"ShearX": (0.3, True), "ShearY": (0.3, True), "TranslateX": ("w", True),
+_RAND: dict[str, tuple[float | str, bool]] = {
+         "ShearX": (0.3, True), "ShearY": (0.3, True), "TranslateX": ("w", True),
          "TranslateY": ("h", True), "Rotate": (30.0, True), "Brightness": (0.9, True),
          "Color": (0.9, True), "Contrast": (0.9, True), "Sharpness": (0.9, True)}
-_WIDE = {"ShearX": (0.99, True), "ShearY": (0.99, True), "TranslateX": (32.0, True),
+_WIDE: dict[str, tuple[float | str, bool]] = {
+         "ShearX": (0.99, True), "ShearY": (0.99, True), "TranslateX": (32.0, True),
          "TranslateY": (32.0, True), "Rotate": (135.0, True), "Brightness": (0.99, True),
          "Color": (0.99, True), "Contrast": (0.99, True), "Sharpness": (0.99, True)}
 # torchvision's AutoAugmentPolicy.IMAGENET: ((op, probability, magnitude bin of 10), x2)

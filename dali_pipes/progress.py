@@ -155,8 +155,8 @@ class RichProgress:
         self.done = completed
         elapsed = time.monotonic() - self._start
         rate = f"{completed / elapsed:,.1f}" if elapsed > 0 else "?"
-        extra = {"total": total} if total is not None else {}
-        self._p.update(self._task, completed=completed, rate=rate, **extra)
+        # rich leaves the total as it is when given None
+        self._p.update(self._task, total=total, completed=completed, rate=rate)
 
     def advance(self, n: int = 1) -> None:
         """Count `n` more items done."""

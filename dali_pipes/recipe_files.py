@@ -9,12 +9,13 @@ validated like make_loader's options, naming the file.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python < 3.11
+else:  # Python < 3.11
     import tomli as tomllib
 
 from dali_pipes.recipes import RECIPE_OPTIONS, image_recipe

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any
 from numbers import Real
+from typing import Any
 
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 

@@ -27,19 +27,19 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import Iterator, Union
 
 import numpy as np
 import torch
 
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.pipelines.inputs import check_feeds
+from torch_bridge.autoworkers import auto_workers, start_feed_pool
 from torch_bridge.dali_blame import blame, in_epoch
 from torch_bridge.errors import SampleError, SampleGuard, WorkerDied
 from torch_bridge.feeders import FeedPool, FeedWindow, PlanBatch, Prepared
-from torch_bridge.autoworkers import auto_workers, start_feed_pool
 from torch_bridge.modalities.base import SourceModality
 from torch_bridge.protocols import BatchPlan, DaliFeed
 from torch_bridge.stats import LoaderStats
@@ -75,7 +75,7 @@ class _Padding:
     feeds: dict
 
 
-_Entry = Union[_Fed, _Failed, _Padding]
+_Entry = _Fed | _Failed | _Padding
 
 
 class DaliEngine:
@@ -83,7 +83,7 @@ class DaliEngine:
                  config: PipelineConfig, guard: SampleGuard, run_ahead: bool = True):
         self.modality, self.plan, self.device = modality, plan, device
         self.config, self.guard, self.run_ahead = config, guard, run_ahead
-        self.dali_device = "gpu" if device.type == "cuda" else "cpu"
+        self.dali_device: DaliDevice = "gpu" if device.type == "cuda" else "cpu"
         self._pipe = None
         self._pending: deque[_Entry] = deque()  # prepared, in plan (and DALI output) order
         self._stream: Iterator[PlanBatch] = iter(())  # plan batches still to prepare
@@ -178,7 +178,7 @@ class DaliEngine:
             self.guard.record(entry.prepared.skips)
             t2 = perf_counter_ns()
             batch = attach_meta({name: dali_to_torch(out, self.device) for name, out
-                                 in zip(self.modality.dali_outputs, outputs)},
+                                 in zip(self.modality.dali_outputs, outputs, strict=True)},
                                 self.modality, entry.prepared.kept, self.device)
             self.stats.add("dali_run", t1 - t0)
             self.stats.add("transfer", perf_counter_ns() - t2)
@@ -198,7 +198,8 @@ class DaliEngine:
                 continue
             if head is None or head.batch.epoch != epoch:
                 return None
-            return self._pending.popleft()
+            self._pending.popleft()
+            return head
 
     def _continue_or_restart(self, epoch: int, start: int) -> None:
         """Keep what is in flight if it is exactly this pass; otherwise drop it."""
@@ -230,8 +231,9 @@ class DaliEngine:
             for entry in waiting:
                 self._schedule(pipe, entry)
             for _ in range(depth - len(waiting)):
-                self._pending.append(_Padding(waiting[-1].prepared.feeds))
-                self._feed_pipe(pipe, self._pending[-1].feeds)
+                padding = _Padding(waiting[-1].prepared.feeds)
+                self._pending.append(padding)
+                self._feed_pipe(pipe, padding.feeds)
             pipe.schedule_run()
             self._fresh = False
             return

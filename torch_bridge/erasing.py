@@ -28,7 +28,7 @@ def erase_batch(images: torch.Tensor, keys: np.ndarray, *, seed: int, epoch: int
         top, left, h, w = boxes[row].tolist()
         if recipe.erasing_value == "random":
             noise = erase_noise(seed, epoch, keys[row], (images.shape[1], h, w))
-            fill = torch.from_numpy(noise).to(images.device, images.dtype)
+            fill: torch.Tensor | float = torch.from_numpy(noise).to(images.device, images.dtype)
         else:
             fill = float(recipe.erasing_value)
         images[row, :, top:top + h, left:left + w] = fill

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Iterator
 from time import perf_counter_ns
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
 from torch_bridge.errors import SampleGuard, Skipped
 from torch_bridge.plan import EpochPlan
 from torch_bridge.protocols import Engine
-from torch_bridge.state import (STATE_VERSION, fingerprint, order_differences, read_state,
-                                resume_point)
-from torch_bridge.stats import (LoaderStats, check_log_every, format_line, logger,
-                                sample_bytes)
+from torch_bridge.state import (
+    STATE_VERSION,
+    fingerprint,
+    order_differences,
+    read_state,
+    resume_point,
+)
+from torch_bridge.stats import LoaderStats, check_log_every, format_line, logger, sample_bytes
 
 
 class Loader:
@@ -118,7 +123,7 @@ class Loader:
         self._live_pass = token
         return generator
 
-    def _run(self, token: "_Pass") -> Iterator[dict[str, torch.Tensor]]:
+    def _run(self, token: _Pass) -> Iterator[dict[str, torch.Tensor]]:
         stats, log_every = self._stats, self.log_every
         run = stats.begin(token.epoch, token.start, len(self._guard.skipped))
         finished = False
@@ -220,7 +225,7 @@ class Loader:
         garbage collected (or alive at exit) is closed the same way."""
         _close_engine(self._engine)
 
-    def __enter__(self) -> "Loader":
+    def __enter__(self) -> Loader:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -255,8 +260,9 @@ def _schema_template(name: str, engine) -> dict:
 def _close_engine(engine) -> None:
     engine.close()
     source = getattr(getattr(engine, "modality", None), "source", None)
-    if callable(getattr(source, "close", None)):
-        source.close()
+    close = getattr(source, "close", None)
+    if callable(close):
+        close()
 
 
 def _listing_digest(modality) -> str | None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from typing import Any, Callable, Literal, Mapping, Union
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Union
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def annotations_of(func: Callable[..., Any]) -> dict[str, Any]:
         Parameter name -> annotation; an unannotated parameter with a bool default maps
         to `bool`.
     """
-    targets = [c.__init__ for c in func.__mro__ if "__init__" in vars(c)] \
+    targets = [vars(c)["__init__"] for c in func.__mro__ if "__init__" in vars(c)] \
         if isinstance(func, type) else [func]
     out: dict[str, Any] = {}
     for target in targets:

@@ -47,6 +47,6 @@ def apply_policy(image: torch.Tensor, ops: np.ndarray, mags: np.ndarray) -> torc
     Returns:
         uint8 (3, H, W).
     """
-    for op, m in zip(ops.tolist(), mags.tolist()):
+    for op, m in zip(ops.tolist(), mags.tolist(), strict=True):
         image = _apply_op(image, OPS[op], float(m))
     return image

@@ -18,6 +18,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from dali_pipes.pipelines.config import DaliDevice
+    from torch_bridge.stats import LoaderStats
 
 Feeds = dict  # graph input name -> one batch of arrays (a list, or one dense array)
 
@@ -164,6 +165,8 @@ class Modality(DaliFeed, Protocol):
 @runtime_checkable
 class Engine(Protocol):
     """Runs a plan through a backend; `Loader` keeps the pass state around it."""
+
+    stats: LoaderStats  # the Loader's; the engine adds its stage times to it
 
     def iterate(self, epoch: int, start: int) -> Iterator[tuple[int, dict | None]]:
         """The batches of one pass.

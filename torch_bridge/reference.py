@@ -7,15 +7,15 @@ article's knobs are options: `num_workers`, `prefetch_factor`, `persistent_worke
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from torch_bridge import collate
-from torch_bridge.errors import SampleError, SampleGuard, SharedMemoryError, Skipped
+from torch_bridge.errors import OnError, SampleError, SampleGuard, SharedMemoryError, Skipped
 from torch_bridge.plan import EpochPlan
 from torch_bridge.protocols import Modality
 from torch_bridge.stats import LoaderStats
@@ -42,7 +42,7 @@ class _PlanDataset(Dataset):
     """Keys are (epoch, index, augmentation key): the worker computes the same parameters
     as DALI does."""
 
-    def __init__(self, modality, on_error: str):
+    def __init__(self, modality, on_error: OnError):
         self.modality = modality
         self.on_error = on_error
 
@@ -73,7 +73,7 @@ class _PlanBatchSampler(Sampler):
 
     def __iter__(self):
         for _, indices, keys in self.plan.keyed_batches(self.epoch, self.start):
-            yield [(self.epoch, int(i), int(k)) for i, k in zip(indices, keys)]
+            yield [(self.epoch, int(i), int(k)) for i, k in zip(indices, keys, strict=True)]
 
 
 class _Collate:
@@ -84,7 +84,9 @@ class _Collate:
         self.modality = modality
 
     def __call__(self, items):
-        kept, samples, skipped = [], [], []
+        kept: list[int] = []
+        samples: list = []
+        skipped: list[Skipped] = []
         for index, sample, skips in items:
             if isinstance(sample, SampleError):
                 return kept, sample, skipped

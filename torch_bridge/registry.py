@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from dali_pipes.schema import schema_for
 from torch_bridge.option_types import check_options

@@ -24,6 +24,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from torch_bridge.plan import EpochPlan
+    from torch_bridge.repeated import Repeated
 
 _CLASS_BALANCED_TAG = 0x434C  # separates the samplers' random streams from the plain shuffle
 _SOURCE_AWARE_TAG = 0x5352
@@ -178,7 +179,7 @@ def _interleave(rows: np.ndarray, world: int) -> np.ndarray:
 
 def sampler_for(sampling: str, min_per_source: int | None, *, source, multi_source: bool,
                 batch_size: int, shuffle: bool, repeats: int = 3
-                ) -> ClassBalanced | SourceAware | None:
+                ) -> ClassBalanced | SourceAware | Repeated | None:
     """The sampler make_loader's `sampling` and `min_per_source` options ask for (None: the
     plain shuffle). `source` provides `labels` / `source_ids`; ValueError naming the option
     for anything that cannot work. `repeats`: copies per index with sampling="repeated"."""

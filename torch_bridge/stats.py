@@ -36,7 +36,8 @@ class PassStats:
 
     def __init__(self, epoch: int, start_batch: int, skipped_mark: int):
         self.epoch, self.start_batch, self.skipped_mark = epoch, start_batch, skipped_mark
-        self.t_start, self.t_end = perf_counter_ns(), None
+        self.t_start = perf_counter_ns()
+        self.t_end: int | None = None
         self.batches = self.samples = self.bytes_read = self.wait_ns = 0
         self.skipped_end: int | None = None
         self.waits = np.zeros(WAIT_RING, np.int64)
@@ -66,7 +67,8 @@ class LoaderStats:
     """The current and the last pass of a loader, plus totals since it was made.
 
     Engines call `add(stage, ns)` and `yielded(indices, in_flight)`; the loader calls
-    `begin`, `batch` and `end`. With `enabled` False every call returns at once (used to measure the cost).
+    `begin`, `batch` and `end`. With `enabled` False every call returns at once (used to
+    measure the cost).
     """
 
     def __init__(self, *, enabled: bool = True):
@@ -153,7 +155,8 @@ class LoaderStats:
 
 def _totals(run: PassStats | None, base: dict[str, Any] | None = None) -> dict[str, Any]:
     """`base` (totals) plus the counts of `run`, as a new dict."""
-    out = {"batches": 0, "samples": 0, "wait_ms": 0.0, "bytes_read": 0, "stage_ms": {}} \
+    out: dict[str, Any] = {"batches": 0, "samples": 0, "wait_ms": 0.0, "bytes_read": 0,
+                           "stage_ms": {}} \
         if base is None else dict(base, stage_ms=dict(base["stage_ms"]))
     if run is not None:
         out["batches"] += run.batches
@@ -214,6 +217,6 @@ def sample_bytes(modality) -> np.ndarray | None:
     whole files; None when the source does not list sizes."""
     source = getattr(modality, "source", None)
     sizes = getattr(getattr(source, "listing", None), "sizes", None)
-    if sizes is None or len(sizes) != len(source):
+    if sizes is None or source is None or len(sizes) != len(source):
         return None
     return np.asarray(sizes, np.int64)

@@ -16,7 +16,7 @@ DALI CPU outputs held in pinned memory (a DLPack device of kDLCUDAHost, which
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -60,7 +60,8 @@ def host_tensor(dense) -> torch.Tensor:
     return torch.from_dlpack(dense)
 
 
-def attach_meta(batch: dict, modality, kept: np.ndarray, device: torch.device) -> dict:
+def attach_meta(batch: dict, modality, kept: np.ndarray | Sequence[int],
+                device: torch.device) -> dict:
     """Add the fields that bypass decoding (labels, indices, source ids) to a batch and move
     every host field of it to `device` in one staged copy (`stage`).
 

@@ -124,6 +124,7 @@ def measure(args, data, device: str) -> tuple[Evidence, dict]:
     import numpy as np
     import psutil
     import torch
+
     from bench.diagnosis.probes import DiskSampler, EngineSampler, per_core_busy
     from bench.metrics import ResourceSampler, gpu_index
     from bench.run_one import endless

@@ -19,7 +19,7 @@ def per_core_busy(before, after) -> list[float]:
     Busy is everything but idle and iowait: a core waiting for the disk is not computing.
     """
     out = []
-    for t0, t1 in zip(before, after):
+    for t0, t1 in zip(before, after, strict=True):
         total = sum(t1) - sum(t0)
         idle = (t1.idle - t0.idle) + (getattr(t1, "iowait", 0.0) - getattr(t0, "iowait", 0.0))
         out.append(100.0 * (total - idle) / total if total > 0 else 0.0)
@@ -113,7 +113,7 @@ class DiskSampler:
         self.util_percent: float | None = None
         self.loader_read_mb_s: float | None = None
 
-    def __enter__(self) -> "DiskSampler":
+    def __enter__(self) -> DiskSampler:
         self._t0 = time.perf_counter()
         self._c0 = read_diskstats(self.device) if self.device else None
         if self.device and self._c0 is None:
@@ -147,7 +147,7 @@ class EngineSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "EngineSampler":
+    def __enter__(self) -> EngineSampler:
         if self._handle is not None:
             self._thread.start()
         return self

@@ -77,14 +77,15 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
     recipe = recipe if recipe is not None else ImageRecipe(size=(size, size))
     with pipe:
         declared = graph_inputs_for(recipe)
-        jpegs, anchor, shape, mirror, *extra = external_inputs(declared)
-        extra = dict(zip(schema.names(declared[4:]), extra))
+        jpegs, anchor, shape, mirror, *rest = external_inputs(declared)
+        extra = dict(zip(schema.names(declared[4:]), rest, strict=False))
         images = _decode_window(jpegs, anchor, shape, device, config)
         images = fn.resize(images, device=device, size=extra.get("out_size", list(recipe.size)),
                            antialias=config.antialias,
                            interp_type=_INTERP[recipe.interpolation])
-        if "vflip" in extra:
-            images = fn.flip(images, device=device, horizontal=0, vertical=extra["vflip"])
+        if "vflip" in extra:  # DALI's stub types resize's one output as DataNode | Sequence | None
+            images = fn.flip(images, device=device, horizontal=0,  # type: ignore[arg-type]
+                             vertical=extra["vflip"])
         if recipe.auto_augment:  # flip first: the policy's geometry does not commute with it
             images = fn.flip(images, device=device, horizontal=mirror, vertical=0)
             mirror = 0

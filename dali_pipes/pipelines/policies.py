@@ -94,11 +94,13 @@ def _dispatch(x8, matrix, params, names: list[str], device: str):
     if not names:
         return x8
     pred = params[9] == float(OP[names[0]])
-    split = [fn._conditional.split(node, predicate=pred) for node in (x8, matrix, params)]
+    # DALI's shipped fn stub omits the private _conditional module that it has at run time
+    split = [fn._conditional.split(node, predicate=pred)  # type: ignore[attr-defined]
+             for node in (x8, matrix, params)]
     (x_in, x_out), (m_in, m_out), (p_in, p_out) = split
     done = _handler(names[0], device)(x_in, m_in, p_in)
     rest = _dispatch(x_out, m_out, p_out, names[1:], device)
-    return fn._conditional.merge(done, rest, predicate=pred)
+    return fn._conditional.merge(done, rest, predicate=pred)  # type: ignore[attr-defined]
 
 
 def apply_policy(images, matrices, params, *, device: str, recipe, slots: int):

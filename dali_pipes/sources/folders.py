@@ -15,13 +15,13 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence, Union
 
 import numpy as np
 
-PathLike = Union[str, os.PathLike]
+PathLike = str | os.PathLike
 
 
 def is_hidden(name: str) -> bool:
@@ -108,7 +108,7 @@ def listing_digest(files: Sequence[str], roots: Sequence[str], source_ids: np.nd
     """
     names = hashlib.sha256()
     prefixes = [os.path.join(os.fsencode(r), b"") for r in roots]
-    for path, source in zip(files, np.asarray(source_ids).tolist()):
+    for path, source in zip(files, np.asarray(source_ids).tolist(), strict=True):
         raw, prefix = os.fsencode(path), prefixes[source]
         names.update(raw[len(prefix):] if raw.startswith(prefix) else os.path.basename(raw))
         names.update(b"\0")
@@ -142,7 +142,7 @@ def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozense
     classes = sorted({name for names in per_root for name in names})
     class_id = {name: i for i, name in enumerate(classes)}
     files, labels, sources, stats = [], [], [], []
-    for source, (root, names) in enumerate(zip(roots, per_root)):
+    for source, (root, names) in enumerate(zip(roots, per_root, strict=True)):
         found = _list_files(root, names, extensions, ignored, recursive)
         if not found:
             looked = "sample folders" if extensions is None else ", ".join(sorted(extensions))

@@ -33,7 +33,7 @@ class LocalStore:
         data = np.empty(size, dtype=np.uint8)
         with open(path, "rb") as f:
             f.seek(offset)
-            got = f.readinto(data)
+            got = f.readinto(data.data)
         if got != size:
             raise EOFError(f"{path}: bytes {offset}..{offset + size} requested, the file "
                            f"ends after {offset + got} (truncated or changed)")

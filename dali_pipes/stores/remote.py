@@ -5,8 +5,8 @@ exponential backoff on transient failures (connection errors, timeouts, HTTP 5xx
 missing object (404), a refusal (403) or the last failed attempt raises `StoreError`
 naming the URL, the status where there is one, and the attempts. With `cache_dir`, reads go
 through a bounded block cache (`dali_pipes.stores.block_cache`). The file system object is
-made per process (after a fork too) on first use, so a store pickles into DataLoader workers and DALI's
-parallel external_source workers and each opens its own connections.
+made per process (after a fork too) on first use, so a store pickles into DataLoader workers
+and DALI's parallel external_source workers and each opens its own connections.
 """
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ class FsspecStore:
         raise AssertionError("unreachable")
 
     def _filesystem(self, url: str):
-        import fsspec
+        import fsspec  # type: ignore[import-untyped]  # fsspec ships no type information
         protocol = url.split("://", 1)[0]
         if self._fs.get("pid") != os.getpid():  # forked: the parent's clients are not ours
             self._fs = {"pid": os.getpid()}

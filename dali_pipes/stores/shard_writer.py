@@ -111,3 +111,12 @@ class _HashingFile:
 
     def tell(self) -> int:
         return self.raw.tell()
+
+    def read(self, size: int) -> bytes:
+        raise io.UnsupportedOperation("write-only shard stream")
+
+    def seek(self, pos: int) -> int:
+        raise io.UnsupportedOperation("write-only shard stream")
+
+    def close(self) -> None:
+        """Nothing: the raw file belongs to the caller, who closes it."""

@@ -170,6 +170,8 @@ def _label(members: dict) -> int:
 def parse_label(data: bytes | None, ext: str) -> int:
     """The label in a `.cls` (an integer) or `.json` (`{"label": int}`) member; BAD_LABEL
     when it holds something else."""
+    if data is None:
+        return BAD_LABEL
     try:
         text = data.decode().strip()
         value = int(text) if ext == "cls" else json.loads(text)["label"]

@@ -1,6 +1,8 @@
 """The image modality: image class folders or WebDataset shards -> normalized crops, labels."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -9,21 +11,27 @@ from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.mixing import mix_params
 from dali_pipes.photometric import photometric_params
 from dali_pipes.pipelines import image as image_graph
-from dali_pipes.policies import affine_matrices, photo_params, policy_ops
-from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
-from dali_pipes.recipes import (IMAGENET_MEAN, IMAGENET_STD, RECIPE_OPTIONS, check_num_classes,
-                                image_recipe, size_at)
+from dali_pipes.policies import affine_matrices, photo_params, policy_ops
+from dali_pipes.recipes import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    RECIPE_OPTIONS,
+    check_num_classes,
+    image_recipe,
+    size_at,
+)
 from dali_pipes.sources.hf import image_source
 from dali_pipes.sources.shards import ShardSource, is_shard_data
 from torch_bridge.erasing import erase_batch
 from torch_bridge.errors import SampleGuard
 from torch_bridge.mixing import mix_batch
 from torch_bridge.modalities import image_scaled
-from torch_bridge.photometric import apply_photometric
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 from torch_bridge.modalities.image_decode import decode_rgb
 from torch_bridge.option_types import OptionTypeError
+from torch_bridge.photometric import apply_photometric
 from torch_bridge.policies import apply_policy
 
 _INTERP = {"bilinear": "BILINEAR", "bicubic": "BICUBIC", "lanczos": "LANCZOS",
@@ -81,7 +89,7 @@ class ImageModality(SourceModality):
         self._decode_opts: dict | None = None
 
     # DALI backend -------------------------------------------------------------------
-    def build_pipeline(self, *, device: str, batch_size: int, config: PipelineConfig,
+    def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
         # Large photos on the CPU backend, default recipe: decode at a reduced DCT scale in
         # the feed (torch_bridge/modalities/image_scaled.py); else DALI decodes the crop
@@ -101,7 +109,7 @@ class ImageModality(SourceModality):
             device_id=device_id, recipe=self.recipe)
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
-              ) -> tuple[dict[str, list[np.ndarray]], np.ndarray]:
+              ) -> tuple[dict[str, Any], np.ndarray]:
         """Read and check a batch's files; crop parameters for the good ones, vectorised."""
         got, kept = guard.read_batch(epoch, indices, self.path, self.source.read_checked)
         kept_arr = np.asarray(indices, np.int64)[kept]
@@ -117,7 +125,7 @@ class ImageModality(SourceModality):
             return self._scaled_feeds(epoch, kept_arr, datas, hw, windows, flip, guard)
         # Fixed-size inputs go in as one dense array each: DALI takes the first axis as
         # the batch, which saves converting B small arrays per input.
-        out = {"jpegs": datas, "anchor": np.ascontiguousarray(windows[:, :2]),
+        out: dict[str, Any] = {"jpegs": datas, "anchor": np.ascontiguousarray(windows[:, :2]),
                "shape": np.ascontiguousarray(windows[:, 2:]),
                "mirror": flip.astype(np.int32)}
         if not self.recipe.is_default_graph:
@@ -130,7 +138,7 @@ class ImageModality(SourceModality):
         recipe, out = self.recipe, {}
         h, w = size_at(recipe, epoch)
         if recipe.schedule is not None:
-            out["out_size"] = np.tile(np.float32([h, w]), (len(keys), 1))
+            out["out_size"] = np.tile(np.array([h, w], dtype=np.float32), (len(keys), 1))
         if recipe.vflip > 0:
             out["vflip"] = vflip.astype(np.int32)
         if recipe.photometric:
@@ -147,6 +155,8 @@ class ImageModality(SourceModality):
 
     def _scaled_feeds(self, epoch, kept_arr, datas, hw, windows, flip, guard):
         """Feeds of the reduced-scale graph; a file libjpeg-turbo rejects follows on_error."""
+        if self._decode_opts is None:
+            raise RuntimeError("scaled feeds before build_pipeline set the decode options")
         paths = [self.path(int(i)) for i in kept_arr]
         decoded, start, end = image_scaled.decode_windows(
             datas, hw, windows, size=self.size, paths=paths, **self._decode_opts)
@@ -235,6 +245,8 @@ class ImageModality(SourceModality):
             image = erase_batch(image, batch["index"].cpu().numpy(), seed=self.seed,
                                 epoch=epoch, recipe=recipe)
         if recipe.mixing:
+            if self.num_classes is None:
+                raise RuntimeError("mixing without num_classes (set when the recipe mixes)")
             params = mix_params(self.seed, epoch, position, image.shape[0], image.shape[-2],
                                 image.shape[-1], recipe)
             image, batch["target"] = mix_batch(image, batch["label"], params,
