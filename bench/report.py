@@ -2,8 +2,8 @@
 
 The table fits 80 columns. Its one ratio, "vs dali", is a row's samples/s over our DALI
 loader's (2.00: twice as fast as dali, 0.50: half as fast). The JSON keeps the documented
-(docs/design.md) `speedup` (dali over torch) and `ratios` ("dali/<row>": dali over that row) and adds
-`speed_over_dali` ("<row>": that row over dali, the table's column).
+(docs/design.md) `speedup` (dali over torch) and `ratios` ("dali/<row>": dali over that
+row) and adds `speed_over_dali` ("<row>": that row over dali, the table's column).
 """
 from __future__ import annotations
 

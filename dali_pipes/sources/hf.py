@@ -25,7 +25,7 @@ def is_hf_dataset(data: Any) -> bool:
     """Whether `data` is a `datasets.Dataset` (without importing `datasets` otherwise)."""
     if not type(data).__module__.startswith("datasets"):
         return False
-    import datasets  # type: ignore[import-untyped]  # datasets ships no type information
+    import datasets
     return isinstance(data, datasets.Dataset)
 
 

@@ -118,7 +118,7 @@ class FsspecStore:
         raise AssertionError("unreachable")
 
     def _filesystem(self, url: str):
-        import fsspec  # type: ignore[import-untyped]  # fsspec ships no type information
+        import fsspec
         protocol = url.split("://", 1)[0]
         if self._fs.get("pid") != os.getpid():  # forked: the parent's clients are not ours
             self._fs = {"pid": os.getpid()}
