@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import write_image_folder
+from tests.conftest import BACKENDS, write_image_folder
 from torch_bridge import make_loader
 
 L = pytest.importorskip("lightning")
@@ -34,7 +34,6 @@ N_IMAGES, BATCH, EPOCHS = 22, 4, 2
 BATCHES = -(-N_IMAGES // BATCH)  # 6 per epoch, the last one of 2 samples
 REPO = Path(__file__).resolve().parents[2]
 DDP_SCRIPT = Path(__file__).with_name("lightning_ddp.py")
-BACKENDS = ("dali", "torch")
 
 
 class Recorder(L.LightningModule):

@@ -23,12 +23,11 @@ import pytest
 from bench.sample_fusion import small_fusion_folder
 from bench.sample_hyperspectral import write_scene
 from bench.sample_video import small_video_folder
-from tests.conftest import write_image_folder
+from tests.conftest import BACKENDS, write_image_folder
 from torch_bridge.plan import EpochPlan
 
 WORLD = 2
 EPOCH = 1  # dist_worker.EPOCH
-BACKENDS = ("dali", "torch")
 WORKER = Path(__file__).with_name("dist_worker.py")
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_TIMEOUT_S = 300

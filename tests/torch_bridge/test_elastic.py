@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import MODALITY_KINDS, write_image_folder
+from tests.conftest import BACKENDS, MODALITY_KINDS, write_image_folder
 from torch_bridge import make_loader
 
-BACKENDS = ("dali", "torch")
 EPOCH, N, STOP = 2, 13, 2  # the epoch resumed, samples, batches the old ranks took
 
 

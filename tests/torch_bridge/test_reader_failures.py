@@ -9,7 +9,7 @@ import pytest
 import torchvision.io  # noqa: F401  (imported once here, not per loader)
 
 from dali_pipes.sources import ImageFolderSource
-from tests.conftest import write_image_folder
+from tests.conftest import BACKENDS, write_image_folder
 from tests.formats.jpeg_corruptions import (
     bomb,
     cut_with_eoi,
@@ -21,7 +21,6 @@ from tests.formats.jpeg_corruptions import (
 )
 from torch_bridge import SampleError, make_loader
 
-BACKENDS = ("dali", "torch")
 CORRUPT = {  # name -> bytes; each passes the old header-and-EOI check
     "garbage.jpg": lambda: garbage_with_ff(encode()),
     "garbage_progressive.jpg": lambda: garbage_with_ff(encode(progressive=True)),

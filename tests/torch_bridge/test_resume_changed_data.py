@@ -8,9 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.conftest import write_image_folder
-
-BACKENDS = ("dali", "torch")
+from tests.conftest import BACKENDS, write_image_folder
 
 
 def _state(tiny, data, backend="torch"):

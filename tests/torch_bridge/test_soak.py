@@ -22,9 +22,8 @@ import pytest
 import torchvision.io  # noqa: F401
 import torchvision.transforms.v2.functional  # noqa: F401
 
-from tests.conftest import MODALITY_KINDS
+from tests.conftest import BACKENDS, MODALITY_KINDS
 
-BACKENDS = ("dali", "torch")
 EPOCHS, WARMUP = 15, 3
 RSS_SLACK = 64 * 2**20  # generous: tiny batches, so only a gross leak (a pipeline per
 FD_SLACK = 2            # epoch, a batch queue that grows) would cross it

@@ -13,10 +13,8 @@ import shutil
 import pytest
 import torch
 
-from tests.conftest import MODALITY_KINDS, write_image_folder
+from tests.conftest import BACKENDS, MODALITY_KINDS, write_image_folder
 from torch_bridge import make_loader
-
-BACKENDS = ["dali", "torch"]
 
 
 def _loader(data, backend, **overrides):

@@ -24,13 +24,13 @@ from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
 from dali_pipes.schema import schema_for
 from dali_pipes.sources.fusion import FusionFolderSource
 from dali_pipes.sources.video import VideoFolderSource
+from tests.conftest import BACKENDS
 from torch_bridge import SampleError, make_loader
 from torch_bridge.collate import pad_batch
 
 T, STRIDE, COUNTS = 8, 2, (5, 9, 20)
 MEAN = torch.tensor(IMAGENET_MEAN).view(3, 1, 1) * 255
 STD = torch.tensor(IMAGENET_STD).view(3, 1, 1) * 255
-BACKENDS = ["dali", "torch"]
 
 
 @pytest.fixture(scope="module")

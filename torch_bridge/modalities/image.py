@@ -218,8 +218,11 @@ class ImageModality(SourceModality):
             shape = (1, 3, 1, 1)
         if not recipe.normalize:
             return pixels
-        mean, std = (torch.tensor(v, device=pixels.device).view(shape)
-                     for v in recipe.pixel_mean_std())
+        from torch_bridge.transfer import on_device  # constants copied once per device
+        mean, std = (on_device(f"recipe {name} {values} {shape}",
+                               torch.tensor(values).view(shape), pixels.device)
+                     for name, values in zip(("mean", "std"), recipe.pixel_mean_std(),
+                                             strict=True))
         out = (pixels.float() - mean) / std
         return out.half() if recipe.dtype == "float16" else out
 
