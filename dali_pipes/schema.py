@@ -59,6 +59,9 @@ VIDEO_INPUTS = (Input("video", "uint8", 1), Input("decoded", "uint8", 4, "FHWC")
                 *_scalars("bool", "use_dali"),
                 *_scalars("int32", "start_frame", "sequence_length", "stride", "mirror"),
                 Input("timestamps", "float64", 1))
+# Only with resize="short_side" (dali_pipes.clip_crops): the clip's crop window in source
+# pixels, (y, x), that fn.resize reads (one window for every frame of the clip)
+CLIP_CROP_INPUTS = (Input("crop_start", "float32", 1), Input("crop_end", "float32", 1))
 IMU_INPUTS = (Input("imu", "float32", 2), Input("imu_valid", "bool", 1))
 FUSION_INPUTS = VIDEO_INPUTS + IMU_INPUTS
 HYPERSPECTRAL_INPUTS = (Input("cube", None, 3, "CHW"),)
@@ -107,6 +110,11 @@ FUSION = {
     **SOURCE_ID,  # always present for fusion (0 for a single folder)
 }
 
+VIEWS = {  # views=(clips, crops): multi-view evaluation, one sample per view
+    "video": ("int64", "B"),  # the video's position in the listing (average per video)
+    "view": ("int64", "B"),  # clip * crops + crop, in [0, clips * crops)
+}
+
 LENGTHS = {  # pad="variable" clips: batches padded to their longest clip
     "length": ("int64", "B"),  # real frames of each clip
     "mask": ("bool", "BT"),  # True at real frames
@@ -123,6 +131,7 @@ GRAPH_OUTPUTS = {"image": ("image",), "video": ("frames", "timestamps"),
 LENGTH_OUTPUTS = tuple(LENGTHS)
 VARIABLE = frozenset(name for name, fields in SCHEMAS.items()
                      if any("T" in layout for _, layout in fields.values()))
+VIEW_MODALITIES = VARIABLE  # the clip modalities: multi-view evaluation with views=
 
 
 def time_fields(modality: str) -> tuple[str, ...]:
@@ -146,13 +155,15 @@ def _schema(modality: str) -> dict[str, tuple[str, str]]:
 
 
 def schema_for(modality: str, multi_source: bool = False,
-               variable: bool = False) -> dict[str, tuple[str, str]]:
+               variable: bool = False, views: bool = False) -> dict[str, tuple[str, str]]:
     """Every field of a batch of `modality`.
 
     Args:
         modality: a key of SCHEMAS.
         multi_source: `data` is a list of folders (batches hold "source_id").
         variable: clips of their own lengths (batches hold "length" and "mask").
+        views: multi-view evaluation, `views=(clips, crops)` (batches hold "video" and
+            "view").
 
     Returns:
         name -> (numpy dtype name, layout).
@@ -161,8 +172,12 @@ def schema_for(modality: str, multi_source: bool = False,
     if variable and modality not in VARIABLE:
         raise ValueError(f"variable-length batches are for {sorted(VARIABLE)}, not "
                          f"{modality!r}")
+    if views and modality not in VIEW_MODALITIES:
+        raise ValueError(f"views= is for {sorted(VIEW_MODALITIES)}, not {modality!r}")
     if multi_source:
         schema.update(SOURCE_ID)
     if variable:
         schema.update(LENGTHS)
+    if views:
+        schema.update(VIEWS)
     return schema

@@ -20,15 +20,16 @@ VARIABLE_OUTPUTS = OUTPUTS + video.LENGTH_OUTPUTS
 
 def build_fusion_pipeline(*, device: str, batch_size: int, config: PipelineConfig,
                           size: tuple[int, int] | None, device_id: int | None = None,
-                          variable: bool = False):
+                          variable: bool = False, crop: bool = False):
     """Define (not build) the fusion graph (see `video.build_video_pipeline`)."""
-    video.check_size(size)
+    video.check_size(size, crop)
     return define_pipeline(_graph, device=device, batch_size=batch_size, config=config,
-                           device_id=device_id, size=size, variable=bool(variable))
+                           device_id=device_id, size=size, variable=bool(variable),
+                           crop=bool(crop))
 
 
-def _graph(device: str, size, variable: bool):
-    frames, timestamps = video.video_graph(device, size)
+def _graph(device: str, size, variable: bool, crop: bool):
+    frames, timestamps = video.video_graph(device, size, crop)
     imu, valid = external_inputs(schema.IMU_INPUTS)
     if not variable:
         return frames, timestamps, imu, valid

@@ -12,6 +12,13 @@ Inputs (`dali_pipes.schema.VIDEO_INPUTS`, fed through `external_source`, per bat
   "stride"          int32 ()            distance between the clip's frames
   "mirror"          int32 ()            1 flips every frame of the clip horizontally
   "timestamps"      float64 (T,)        passed through unchanged
+  with `crop=True` (resize="short_side", `schema.CLIP_CROP_INPUTS`):
+  "crop_start"      float32 (2,)        the clip's crop window in source pixels, (y, x)
+  "crop_end"        float32 (2,)        its end; DALI-decoded clips are resized from that
+                                        window to `size` (`fn.resize` with roi_start /
+                                        roi_end, the plan's window of
+                                        `dali_pipes.clip_crops`); "decoded" clips come
+                                        resized and cropped by the feed
 Outputs: "frames" float32 (T, 3, H, W) normalized with ImageNet mean/std (layout FCHW),
 "timestamps" float64 (T,).
 
@@ -61,30 +68,44 @@ def dali_decodes(codec: str, device: Literal["cpu", "gpu"]) -> bool:
 
 def build_video_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
                          config: PipelineConfig, size: tuple[int, int] | None,
-                         device_id: int | None = None, variable: bool = False):
+                         device_id: int | None = None, variable: bool = False,
+                         crop: bool = False):
     """Define (not build) the video graph; `size` (H, W) or None for native resolution;
-    `variable`: clips of their own lengths, padded per batch (VARIABLE_OUTPUTS)."""
-    check_size(size)
+    `variable`: clips of their own lengths, padded per batch (VARIABLE_OUTPUTS); `crop`:
+    DALI-decoded clips are resized from their "crop_start" / "crop_end" window to `size`."""
+    check_size(size, crop)
     return define_pipeline(_graph, device=device, batch_size=batch_size, config=config,
-                           device_id=device_id, size=size, variable=bool(variable))
+                           device_id=device_id, size=size, variable=bool(variable),
+                           crop=bool(crop))
 
 
-def _graph(device: str, size, variable: bool):
-    frames, timestamps = video_graph(device, size)
+def _graph(device: str, size, variable: bool, crop: bool):
+    frames, timestamps = video_graph(device, size, crop)
     if not variable:
         return frames, timestamps
     padded = pad_time(frames), pad_time(timestamps, float64=True)
     return padded + length_and_mask(frames, device)
 
 
-def check_size(size) -> None:
+def check_size(size, crop: bool = False) -> None:
     if size is not None and (len(size) != 2 or min(size) < 1):
         raise ValueError(f"size must be None or (height, width) > 0, got {size!r}")
+    if crop and size is None:
+        raise ValueError("crop=True resizes a window to size: size must not be None")
 
 
-def video_graph(device: str, size):
+def crop_inputs(crop: bool) -> dict[str, Any]:
+    """fn.resize's roi arguments from the crop window inputs (none without `crop`)."""
+    if not crop:
+        return {}
+    start, end = external_inputs(schema.CLIP_CROP_INPUTS)
+    return {"roi_start": start, "roi_end": end, "roi_relative": False}
+
+
+def video_graph(device: str, size, crop: bool = False):
     video, decoded, use_dali, start, length, stride, mirror, timestamps = external_inputs(
         schema.VIDEO_INPUTS)
+    roi = crop_inputs(crop)
     if use_dali:
         mixed: dict[str, Any] = {} if device == "cpu" else {"affine": affine_threads()}
         frames = fn.decoders.video(video, device="cpu" if device == "cpu" else "mixed", **mixed,
@@ -92,7 +113,7 @@ def video_graph(device: str, size):
                                    pad_mode="edge")
         if size is not None:  # "decoded" clips come resized by the feed
             frames = fn.resize(frames, device=device, size=list(size), antialias=True,
-                               interp_type=types.INTERP_LINEAR)
+                               interp_type=types.INTERP_LINEAR, **roi)
     else:
         frames = decoded if device == "cpu" else decoded.gpu()
     frames = fn.crop_mirror_normalize(

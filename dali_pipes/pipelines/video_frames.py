@@ -5,6 +5,9 @@ Inputs (per batch, one sample per FRAME; the frames of clip 0 first, then clip 1
   "mirror"     int32 ()          1 flips the frame (its clip's flag, repeated per frame)
   "timestamps" float64 ()        the frame's time, passed through
   "clip"       int32 ()          the position of the frame's clip in the batch
+  with `crop=True` (resize="short_side"): "crop_start" / "crop_end" float32 (2,), the
+  clip's crop window in source pixels (y, x), repeated per frame: the resize reads that
+  window (`fn.resize` roi_start / roi_end) and writes `size`
 Outputs, per frame: "frames" float32 (3, H, W) normalized with ImageNet mean/std (CHW),
 "timestamps" float64 (), "clip" int32 (). `regroup` turns them into the clip batch
 ("frames" (B, T, 3, H, W), "timestamps" (B, T)); with variable-length clips it pads every
@@ -32,7 +35,7 @@ import nvidia.dali.types as types
 from dali_pipes import schema
 from dali_pipes.pipelines.config import PipelineConfig, affine_threads, define_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
-from dali_pipes.pipelines.video import LENGTH_OUTPUTS, check_size
+from dali_pipes.pipelines.video import LENGTH_OUTPUTS, check_size, crop_inputs
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
 INPUTS = schema.names(schema.FRAME_INPUTS)
@@ -48,14 +51,16 @@ def frames_per_batch(batch_size: int, clip_length: int) -> int:
 def build_frames_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
                           config: PipelineConfig, size: tuple[int, int] | None,
                           clip_length: int, device_id: int | None = None,
-                          variable: bool = False):
+                          variable: bool = False, crop: bool = False):
     """Define (not build) the graph for batches of `batch_size` clips of up to
     `clip_length` frames; `size` (H, W) or None for native resolution. `variable` is
-    accepted for symmetry with the video graph (padding happens in `regroup`)."""
-    check_size(size)
+    accepted for symmetry with the video graph (padding happens in `regroup`); `crop`:
+    each frame is resized from its "crop_start" / "crop_end" window to `size`."""
+    check_size(size, crop)
     return define_pipeline(frames_graph, device=device,
                            batch_size=frames_per_batch(batch_size, clip_length),
-                           config=config, device_id=device_id, size=size, knobs=config)
+                           config=config, device_id=device_id, size=size, knobs=config,
+                           crop=bool(crop))
 
 
 def _decode(jpegs, device: str, knobs: PipelineConfig):
@@ -71,12 +76,13 @@ def _decode(jpegs, device: str, knobs: PipelineConfig):
         **common)
 
 
-def frames_graph(device: str, size, knobs: PipelineConfig):
+def frames_graph(device: str, size, knobs: PipelineConfig, crop: bool = False):
     jpegs, mirror, timestamps, clip = external_inputs(schema.FRAME_INPUTS)
+    roi = crop_inputs(crop)
     image = _decode(jpegs, device, knobs)
     if size is not None:
         image = fn.resize(image, device=device, size=list(size), antialias=knobs.antialias,
-                          interp_type=types.INTERP_LINEAR)
+                          interp_type=types.INTERP_LINEAR, **roi)
     frames = fn.crop_mirror_normalize(
         image, device=device, mirror=mirror, dtype=types.FLOAT,
         output_layout="CHW", mean=[m * 255 for m in IMAGENET_MEAN],

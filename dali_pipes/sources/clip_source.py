@@ -1,4 +1,8 @@
-"""What every clip source shares: sample i is clip i % K of video (or frame folder) i // K.
+"""What every clip source shares: sample i is view i % V of video (or frame folder) i // V.
+
+V = clips_per_video * crops: view v is temporal clip v // crops and spatial crop v % crops
+(crops > 1 only for multi-view evaluation, `views=(clips, crops)`; otherwise V is the clips
+per video and a view is a clip).
 
 Subclasses list `files` (one per video), set `labels`/`source_ids` per video through
 `_set_listing`, and say how many frames a video has (`frame_count`). Clip starts come from
@@ -14,29 +18,38 @@ from dali_pipes.clips import clip_frame_indices, clip_lengths, clip_span, clip_s
 
 
 class ClipSource:
-    def _set_clip_options(self, clip_length: int, stride: int, clips_per_video: int) -> None:
+    def _set_clip_options(self, clip_length: int, stride: int, clips_per_video: int,
+                          crops: int = 1) -> None:
         for name, value in (("clip_length", clip_length), ("stride", stride),
-                            ("clips_per_video", clips_per_video)):
+                            ("clips_per_video", clips_per_video), ("crops", crops)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         self.clip_length, self.stride = int(clip_length), int(stride)
-        self.clips_per_video = int(clips_per_video)
+        self.clips_per_video, self.crops = int(clips_per_video), int(crops)
+        self.views_per_video = self.clips_per_video * self.crops
 
     def _set_listing(self, files, labels, source_ids) -> None:
-        """One entry per video; labels and source ids are repeated per clip."""
+        """One entry per video; labels and source ids are repeated per view."""
         self.files = tuple(files)
-        self.labels = np.repeat(np.asarray(labels, np.int64), self.clips_per_video)
-        self.source_ids = np.repeat(np.asarray(source_ids, np.int64), self.clips_per_video)
+        self.labels = np.repeat(np.asarray(labels, np.int64), self.views_per_video)
+        self.source_ids = np.repeat(np.asarray(source_ids, np.int64), self.views_per_video)
 
     def __len__(self) -> int:
-        return len(self.files) * self.clips_per_video
+        return len(self.files) * self.views_per_video
+
+    def views(self, indices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(video, view, crop) int64 (B,) of samples `indices`: the video's position in the
+        listing, the view `clip * crops + crop` and the spatial crop."""
+        indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        view = indices % self.views_per_video
+        return indices // self.views_per_video, view, view % self.crops
 
     @property
     def span(self) -> int:
         return clip_span(self.clip_length, self.stride)
 
     def path(self, index: int) -> str:
-        return self.files[int(index) // self.clips_per_video]
+        return self.files[int(index) // self.views_per_video]
 
     def frame_count(self, index: int) -> int:
         raise NotImplementedError
@@ -61,13 +74,14 @@ class ClipSource:
 
     def _starts(self, seed: int, epoch: int, indices, train: bool, keys=None):
         """(indices, clip starts, frame counts), each (B,) int64. The starts are drawn for
-        `keys` (default: the indices); a key is index + draw * len(self), so key //
-        clips_per_video is the video's key and key % clips_per_video its clip."""
+        `keys` (default: the indices); a key is index + draw * len(self), so
+        key // views_per_video is the video's key and key % views_per_video // crops its
+        clip."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)
         keys = indices if keys is None else np.asarray(keys, dtype=np.int64).reshape(-1)
         counts = np.array([self.frame_count(i) for i in indices.tolist()], np.int64)
-        starts = clip_starts(seed, epoch, keys // self.clips_per_video, counts,
+        starts = clip_starts(seed, epoch, keys // self.views_per_video, counts,
                              clip_length=self.clip_length, stride=self.stride, train=train,
                              clips_per_video=self.clips_per_video,
-                             clip_id=keys % self.clips_per_video)
+                             clip_id=keys % self.views_per_video // self.crops)
         return indices, starts, counts

@@ -67,10 +67,11 @@ class FusionFolderSource(VideoFolderSource):
     """`root/<class>/<video>` + `root/<class>/<stem>.imu.csv` (or a list of roots)."""
 
     def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
-                 stride: int = 1, clips_per_video: int = 1, imu_offset: float = 0.0,
-                 imu_method: str = "linear", max_gap: float | None = None):
+                 stride: int = 1, clips_per_video: int = 1, crops: int = 1,
+                 imu_offset: float = 0.0, imu_method: str = "linear",
+                 max_gap: float | None = None):
         super().__init__(data, clip_length=clip_length, stride=stride,
-                         clips_per_video=clips_per_video)
+                         clips_per_video=clips_per_video, crops=crops)
         self.imu_offset, self.imu_method, self.max_gap = check_options(
             imu_offset, imu_method, max_gap)
         self.channels = self._agreed_channels()

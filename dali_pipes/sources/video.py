@@ -26,8 +26,8 @@ class VideoFolderSource(ClipSource):
     """`root/<class>/<video>` (or a list of such roots, one per source)."""
 
     def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
-                 stride: int = 1, clips_per_video: int = 1):
-        self._set_clip_options(clip_length, stride, clips_per_video)
+                 stride: int = 1, clips_per_video: int = 1, crops: int = 1):
+        self._set_clip_options(clip_length, stride, clips_per_video, crops)
         self.listing = list_class_folders(data, VIDEO_EXTENSIONS, "video")
         listing = self.listing
         self.roots, self.classes, self.ignored = listing.roots, listing.classes, listing.ignored

@@ -56,9 +56,9 @@ class FrameFolderSource(ClipSource):
     """
 
     def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
-                 stride: int = 1, clips_per_video: int = 1,
+                 stride: int = 1, clips_per_video: int = 1, crops: int = 1,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS):
-        self._set_clip_options(clip_length, stride, clips_per_video)
+        self._set_clip_options(clip_length, stride, clips_per_video, crops)
         self.max_pixels = check_max_pixels(max_pixels)
         listing = list_class_folders(data, None, "frame folder")
         keep = np.array([os.path.isfile(os.path.join(f, TIMESTAMPS)) for f in listing.files])
@@ -82,7 +82,7 @@ class FrameFolderSource(ClipSource):
 
     def all_timestamps(self, index: int) -> np.ndarray:
         """(n,) float64 timestamps of every extracted frame of sample `index`'s folder."""
-        folder = int(index) // self.clips_per_video
+        folder = int(index) // self.views_per_video
         if folder not in self._timestamps:
             path = os.path.join(self.files[folder], TIMESTAMPS)
             ts = np.load(path)
@@ -100,11 +100,16 @@ class FrameFolderSource(ClipSource):
     def read_jpegs(self, index: int, frames: np.ndarray) -> list[np.ndarray]:
         """The encoded bytes (uint8 (n,)) of each of the clip's frames, in clip order;
         FormatError naming the frame file when one is not a sound JPEG."""
+        return self.read_sized_jpegs(index, frames)[0]
+
+    def read_sized_jpegs(self, index: int, frames: np.ndarray
+                         ) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
+        """`read_jpegs` and each frame's (height, width) from its header (checked once)."""
         folder = self.path(index)
-        out = []
+        out, sizes = [], []
         for k in np.asarray(frames).tolist():
             path = os.path.join(folder, frame_name(int(k)))
             data = read_file_bytes(path)
-            jpeg_size(data, path, max_pixels=self.max_pixels)
+            sizes.append(jpeg_size(data, path, max_pixels=self.max_pixels))
             out.append(data)
-        return out
+        return out, sizes

@@ -1,10 +1,13 @@
-"""Resize of clips that PyAV decoded in the feed, with the torch path's own kernel.
+"""Resize (and crop) of clips with torchvision: the torch path's kernel, also used in the feed.
 
-A clip that goes through the PyAV fallback is already decoded in Python; resizing it there
-with torchvision's uint8 antialiased bilinear kernel (the torch reference path's exact call)
-is cheaper than DALI's CPU resize (measured in docs/measurements.md), ships
-an eighth of the bytes from feed workers, and gives the same pixels as the torch path. The
-video graph then resizes only the clips DALI decodes itself (dali_pipes.pipelines.video).
+`resize_crop` is the torch reference path's call: antialiased bilinear resize to `size`
+(resize="squash"), or to the plan's resized shape followed by the plan's crop window
+(resize="short_side", windows from `dali_pipes.clip_crops`). A clip that goes through the
+PyAV fallback on the DALI backend is already decoded in Python; `resize_clip` resizes (and
+crops) it there with the same call, which is cheaper than DALI's CPU resize (measured in
+docs/measurements.md), ships an eighth of the bytes from feed workers, and gives the same
+pixels as the torch path. The video graph then resizes only the clips DALI decodes itself
+(dali_pipes.pipelines.video).
 """
 from __future__ import annotations
 
@@ -12,21 +15,45 @@ import numpy as np
 import torch
 
 
-def resize_clip(clip: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
-    """(T, H, W, 3) uint8 frames resized to `size` (H, W); unchanged when size is None.
+def resize_crop(clip: torch.Tensor, size: tuple[int, int] | None,
+                window: np.ndarray | None = None) -> torch.Tensor:
+    """uint8 (T, 3, H, W) frames resized to `size`, or with a window resized and cropped.
+
+    Args:
+        clip: decoded frames, channels first.
+        size: output (height, width), or None for native resolution.
+        window: None (resize to `size`), or the clip's (resized height, resized width,
+            top, left): resize to the first two, then crop `size` at (top, left).
+
+    Returns:
+        (T, 3, size[0], size[1]) uint8 (a view of `clip` when nothing changes).
+    """
+    from torchvision.transforms.v2 import functional as F
+
+    if size is None:
+        return clip
+    shape = list(size) if window is None else [int(window[0]), int(window[1])]
+    if tuple(clip.shape[-2:]) != tuple(shape):
+        clip = F.resize(clip, shape, antialias=True,
+                        interpolation=F.InterpolationMode.BILINEAR)
+    if window is not None:
+        clip = F.crop(clip, int(window[2]), int(window[3]), int(size[0]), int(size[1]))
+    return clip
+
+
+def resize_clip(clip: np.ndarray, size: tuple[int, int] | None,
+                window: np.ndarray | None = None) -> np.ndarray:
+    """(T, H, W, 3) uint8 frames through `resize_crop`; unchanged when size is None.
 
     Args:
         clip: decoded frames, channels last.
         size: output (height, width), or None for native resolution.
+        window: the clip's crop window (see `resize_crop`), or None.
 
     Returns:
         (T, size[0], size[1], 3) uint8, C-contiguous.
     """
-    if size is None or clip.shape[1:3] == tuple(size):
+    if size is None or (window is None and clip.shape[1:3] == tuple(size)):
         return clip
-    from torchvision.transforms.v2 import functional as F
-
-    frames = torch.from_numpy(clip).permute(0, 3, 1, 2)
-    frames = F.resize(frames, list(size), antialias=True,
-                      interpolation=F.InterpolationMode.BILINEAR)
+    frames = resize_crop(torch.from_numpy(clip).permute(0, 3, 1, 2), size, window)
     return np.ascontiguousarray(frames.permute(0, 2, 3, 1).numpy())

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dali_pipes.clip_crops import ClipResize
 from dali_pipes.clips import LoaderPad
 from dali_pipes.pipelines import fusion as fusion_graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
@@ -44,13 +45,14 @@ class FusionModality(VideoModality):
 
     def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
                  size=224, train: bool = True, clips_per_video: int = 1,
-                 pad: LoaderPad = "repeat_last", imu_offset: float = 0.0,
+                 pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
+                 short_side: int | None = None, views=None, imu_offset: float = 0.0,
                  imu_method: str = "linear", max_gap=None, device: str = "cpu"):
         self._imu_options = dict(imu_offset=imu_offset, imu_method=imu_method,
                                  max_gap=max_gap)
         super().__init__(data, seed=seed, clip_length=clip_length, stride=stride, size=size,
                          train=train, clips_per_video=clips_per_video, pad=pad,
-                         device=device)
+                         resize=resize, short_side=short_side, views=views, device=device)
 
     def _make_source(self, data, **clip_options):  # lists the folders once, with the IMU
         return FusionFolderSource(data, **clip_options, **self._imu_options)
@@ -67,7 +69,7 @@ class FusionModality(VideoModality):
         return fusion_graph.build_fusion_pipeline(device=device, batch_size=batch_size,
                                                   config=config, size=self.size,
                                                   device_id=device_id,
-                                                  variable=self.variable)
+                                                  variable=self.variable, crop=self.crop)
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, Any], np.ndarray]:

@@ -15,6 +15,13 @@ batch is padded to its longest clip: by `fn.pad` in the graph on the DALI backen
 (after normalization), "timestamps" and "imu", False in "imu_valid"; the batch gains
 "length" int64 (B,) and "mask" bool (B, T).
 
+`resize="short_side"` keeps the aspect ratio: frames are resized to `short_side` on their
+shorter side and a `size` window is cut out, random per clip in training, centred in
+evaluation, or one of `views=(clips, crops)` evenly spaced windows (`dali_pipes.clip_crops`;
+docs/video_crops.md). On the DALI backend the graph resizes only the window from the frames
+it decodes (`fn.resize` with a region of interest); PyAV-decoded clips are resized and cut in
+the feed with the torch path's call (`clip_resize.resize_crop`).
+
 Throughput against the torch reference: docs/measurements.md.
 """
 from __future__ import annotations
@@ -25,6 +32,7 @@ import numpy as np
 import torch
 
 from dali_pipes.augment import flips
+from dali_pipes.clip_crops import ClipResize, check_crop_options, clip_windows, source_roi
 from dali_pipes.clips import LoaderPad, check_loader_pad
 from dali_pipes.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
@@ -33,7 +41,7 @@ from dali_pipes.schema import time_fields
 from dali_pipes.sources.video import VideoFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
-from torch_bridge.modalities.clip_resize import resize_clip
+from torch_bridge.modalities.clip_resize import resize_clip, resize_crop
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
 _DUMMY_BYTES = np.zeros(1, np.uint8)
@@ -68,7 +76,18 @@ class ClipModality(SourceModality):
     random clip start and one horizontal flip for the whole clip; False: centred clips, no
     flip), `clips_per_video` (default 1) and `pad` ("repeat_last", default: a clip past the
     end of its video repeats the last frame; "variable": it stops there and the batch is
-    padded, with "length" and "mask"). Subclasses name their `source_class` and the graph
+    padded, with "length" and "mask").
+    `resize`: "squash" (default: every frame resized to `size`, aspect ratio not kept) or
+    "short_side" (aspect kept: shorter side resized to `short_side`, then a `size` window
+    cut out, one for the whole clip: random in training, centred in evaluation).
+    `short_side`: with resize="short_side", an int >= max(size) (default None:
+    int(max(size) / 0.875), 256 for 224).
+    `views`: None, or (clips, crops) for multi-view evaluation (needs train=False and
+    clips_per_video=1; crops > 1 needs resize="short_side"): each video gives
+    clips * crops samples, `clips` uniformly spaced clip starts times `crops` windows
+    evenly spaced along the frame's long side, and batches gain "video" (the video's
+    position in the listing) and "view" (clip * crops + crop) to average predictions per
+    video (docs/video_crops.md). Subclasses name their `source_class` and the graph
     outputs of both pad modes (`dali_outputs`, `variable_outputs`)."""
 
     name: str  # the registry name, set by each subclass
@@ -78,18 +97,29 @@ class ClipModality(SourceModality):
 
     def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
                  size=224, train: bool = True, clips_per_video: int = 1,
-                 pad: LoaderPad = "repeat_last"):
+                 pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
+                 short_side: int | None = None, views=None):
         if not isinstance(train, (bool, np.bool_)):
             raise ValueError(f"train must be True or False, got {train!r}")
         self.size = _check_size(size)
+        # short_side None: resize="squash"; views as (clips, crops) or None
+        self.short_side, clips, crops = check_crop_options(
+            resize=resize, short_side=short_side, views=views, size=self.size,
+            train=bool(train), clips_per_video=clips_per_video)
+        self.views = None if views is None else (clips, crops)
         self.variable = check_loader_pad(pad) == "variable"
         if self.variable:
             self.dali_outputs = self.variable_outputs
         # fields the torch collate pads along time (none unless pad="variable")
         self.padded_fields = time_fields(self.name) if self.variable else ()
         self._set_source(self._make_source(data, clip_length=clip_length, stride=stride,
-                                           clips_per_video=clips_per_video), data)
+                                           clips_per_video=clips, crops=crops), data)
         self.seed, self.train = seed, bool(train)
+
+    @property
+    def crop(self) -> bool:
+        """Whether clips are cut from short-side resized frames (resize="short_side")."""
+        return self.short_side is not None
 
     def _make_source(self, data, **clip_options):
         return self.source_class(data, **clip_options)
@@ -101,12 +131,10 @@ class ClipModality(SourceModality):
     def _torch_sample(self, epoch: int, index: int, key: int | None, frames: np.ndarray,
                       clip: torch.Tensor) -> dict[str, torch.Tensor]:
         """The torch path's sample from a decoded uint8 (T, 3, H, W) clip: resized to `size`
-        (antialiased bilinear, as DALI), mirrored when its flip says so, with its timestamps."""
-        from torchvision.transforms.v2 import functional as F
-
-        if self.size is not None:
-            clip = F.resize(clip, list(self.size), antialias=True,
-                            interpolation=F.InterpolationMode.BILINEAR)
+        (antialiased bilinear, as DALI) or resized and cut to the plan's window, mirrored
+        when its flip says so, with its timestamps."""
+        window = self.window(epoch, index, key, (clip.shape[-2], clip.shape[-1]))
+        clip = resize_crop(clip, self.size, window)
         if self.flips(epoch, aug_keys(index, key))[0]:
             clip = clip.flip(-1)
         return {"frames": clip.contiguous(),
@@ -117,6 +145,30 @@ class ClipModality(SourceModality):
         only the frames the video has); `key`: the plan's augmentation key of this draw."""
         return self.source.clip_frames(self.seed, epoch, index, train=self.train,
                                        variable=self.variable, key=key)
+
+    def window(self, epoch: int, index: int, key: int | None, hw: tuple[int, int]
+               ) -> np.ndarray | None:
+        """Sample `index`'s crop window (resized height, resized width, top, left) for
+        frames of `hw` (height, width), from the plan; None with resize="squash"."""
+        if self.short_side is None or self.size is None:
+            return None
+        _, _, crop = self.source.views([index])
+        return clip_windows(self.seed, epoch, aug_keys(index, key), [hw[0]], [hw[1]],
+                            size=self.size, short_side=self.short_side, train=self.train,
+                            crop_id=crop, crops=self.source.crops)[0]
+
+    def roi(self, window: np.ndarray, hw: tuple[int, int]) -> dict[str, np.ndarray]:
+        """The graph's crop inputs (`schema.CLIP_CROP_INPUTS`) of one window."""
+        assert self.size is not None  # a window exists only with a size
+        start, end = source_roi(window[None], [hw[0]], [hw[1]], self.size)
+        return {"crop_start": start[0], "crop_end": end[0]}
+
+    def _extra_meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """With views: "video" and "view" (`schema.VIEWS`)."""
+        if self.views is None:
+            return {}
+        video, view, _ = self.source.views(indices)
+        return {"video": video, "view": view}
 
     def flips(self, epoch: int, keys: np.ndarray) -> np.ndarray:
         """Whether each clip is mirrored, from its augmentation keys (or indices)."""
@@ -137,6 +189,17 @@ class ClipModality(SourceModality):
             self._check_resolutions(kept_arr.tolist(), [s["hw"] for s in samples])
         mirror = self.flips(epoch, aug_keys(indices, keys)[kept]).astype(np.int32)
         return samples, kept_arr, mirror
+
+    def _crop_feeds(self, samples: list[dict], repeats=None) -> dict[str, np.ndarray]:
+        """"crop_start" / "crop_end" (n, 2) float32 of the samples (each repeated
+        `repeats[i]` times, for per-frame graphs); none with resize="squash"."""
+        if not self.crop:
+            return {}
+        out = {name: np.stack([s[name] for s in samples]).astype(np.float32)
+               for name in ("crop_start", "crop_end")}
+        if repeats is not None:
+            out = {name: np.repeat(v, repeats, axis=0) for name, v in out.items()}
+        return out
 
     def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Batch-level work on the target device: uint8 -> normalized float32 (padded frames
@@ -189,7 +252,7 @@ class VideoModality(ClipModality):
         self._routing()  # probe NVDEC here, in the main process, before feed workers start
         return graph.build_video_pipeline(device=device, batch_size=batch_size,
                                           config=config, size=self.size, device_id=device_id,
-                                          variable=self.variable)
+                                          variable=self.variable, crop=self.crop)
 
     def decoder(self, index: int) -> tuple[str, str]:
         """("nvdec" | "dali_cpu" | "pyav", why) for sample `index`'s file."""
@@ -209,15 +272,21 @@ class VideoModality(ClipModality):
         """One sample's graph inputs (probing, remuxing or decoding may raise)."""
         frames = self.clip(epoch, index, key)
         info = self.source.info(index)
-        sample = {"frames": frames, "hw": (info.height, info.width),
+        hw = (info.height, info.width)
+        sample = {"frames": frames, "hw": hw,
                   "timestamps": self.source.timestamps(index, frames)}
+        window = self.window(epoch, index, key, hw)
+        if window is not None:
+            sample.update(self.roi(window, hw))
         # The graph's decoder is NVDEC on a GPU and DALI's CPU decoder on the CPU; what it
         # cannot take (a GPU's "dali_cpu" route included) is decoded here with PyAV.
         if self.decoder(index)[0] == ("nvdec" if self.dali_device == "gpu" else "dali_cpu"):
             sample["video"], sample["start"] = self.source.read_segment(index, frames)
         else:
-            # resized here with the torch path's kernel; the graph resizes DALI's clips only
-            sample["decoded"] = resize_clip(self.source.decode_clip(index, frames), self.size)
+            # resized (and cut) here with the torch path's kernel; the graph resizes
+            # DALI's clips only
+            sample["decoded"] = resize_clip(self.source.decode_clip(index, frames), self.size,
+                                            window)
         return sample
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
@@ -227,7 +296,8 @@ class VideoModality(ClipModality):
         if not samples:
             return {}, kept_arr
         n, src = len(kept_arr), self.source
-        return {"video": [s.get("video", _DUMMY_BYTES) for s in samples],
+        return {**self._crop_feeds(samples),
+                "video": [s.get("video", _DUMMY_BYTES) for s in samples],
                 "decoded": [s.get("decoded", _DUMMY_FRAMES) for s in samples],
                 "use_dali": np.array(["video" in s for s in samples]),
                 "start_frame": np.array([s.get("start", 0) for s in samples], np.int32),

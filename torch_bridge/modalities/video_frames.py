@@ -12,7 +12,10 @@ the same flip in the workers; normalization in `finish`. With `size=None` the na
 resolution is kept: every frame of a batch must share it, or ValueError names the files
 (the DALI feeds read each JPEG's frame header; the torch path compares decoded shapes).
 With pad="variable" a clip feeds only the frames it has; `regroup` pads every clip to the
-batch's longest with zeros and adds "length" and "mask".
+batch's longest with zeros and adds "length" and "mask". With resize="short_side" the
+clip's window (from the plan, read from the first frame's size; every frame of the clip
+must share it) goes to the graph as "crop_start" / "crop_end" per frame, and the resize
+reads only that window; the torch path resizes and crops with `clip_resize.resize_crop`.
 """
 from __future__ import annotations
 
@@ -22,7 +25,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from dali_pipes.formats.jpeg import jpeg_size
 from dali_pipes.frames import frame_name
 from dali_pipes.pipelines import video_frames as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
@@ -32,7 +34,8 @@ from torch_bridge.modalities.video import ClipModality
 
 
 class FrameFolderModality(ClipModality):
-    """Options as `VideoModality`: clip_length, stride, size, train, clips_per_video."""
+    """Options as `VideoModality`: clip_length, stride, size, train, clips_per_video, pad,
+    resize, short_side, views."""
 
     name = "video"
     dali_outputs, variable_outputs = graph.OUTPUTS, graph.VARIABLE_OUTPUTS
@@ -44,19 +47,22 @@ class FrameFolderModality(ClipModality):
         return graph.build_frames_pipeline(device=device, batch_size=batch_size,
                                            config=config, size=self.size,
                                            clip_length=self.source.clip_length,
-                                           device_id=device_id, variable=self.variable)
+                                           device_id=device_id, variable=self.variable,
+                                           crop=self.crop)
 
     # One decoder over the batch's B x T frames, regrouped into clips by `regroup` ---------
 
     def _read(self, epoch: int, index: int, key: int | None = None) -> dict:
         frames = self.clip(epoch, index, key)
-        jpegs = self.source.read_jpegs(index, frames)
-        hw = None
-        if self.size is None:  # native resolution: one size per clip, from the headers
-            hw = self._clip_resolution(index, frames, [
-                jpeg_size(data, self._frame_path(index, k))
-                for k, data in zip(frames, jpegs, strict=True)])
-        return {"jpegs": jpegs, "hw": hw, "timestamps": self.source.timestamps(index, frames)}
+        jpegs, sizes = self.source.read_sized_jpegs(index, frames)
+        sample = {"jpegs": jpegs, "hw": None,
+                  "timestamps": self.source.timestamps(index, frames)}
+        if self.size is None or self.crop:  # one size per clip, from the headers
+            sample["hw"] = hw = self._clip_resolution(index, frames, sizes)
+            window = self.window(epoch, index, key, hw)
+            if window is not None:
+                sample.update(self.roi(window, hw))
+        return sample
 
     def _frame_path(self, index: int, frame: int) -> str:
         return os.path.join(self.path(index), frame_name(int(frame)))
@@ -66,6 +72,9 @@ class FrameFolderModality(ClipModality):
         if len(set(sizes)) > 1:
             listed = ", ".join(f"{self._frame_path(index, k)} is {h}x{w}"
                                for k, (h, w) in list(zip(frames, sizes, strict=True))[:6])
+            if self.crop:
+                raise ValueError(f"resize='short_side' cuts one window for the whole clip, "
+                                 f"so every frame of a clip must share its size: {listed}")
             raise ValueError(f"size=None keeps native resolution, so every frame of a clip "
                              f"must share it: {listed}; pass size=(H, W) to resize")
         return sizes[0]
@@ -78,7 +87,8 @@ class FrameFolderModality(ClipModality):
         if not samples:
             return {}, kept_arr
         lengths = np.array([len(s["jpegs"]) for s in samples])
-        return {"jpegs": [data for s in samples for data in s["jpegs"]],
+        return {**self._crop_feeds(samples, lengths),
+                "jpegs": [data for s in samples for data in s["jpegs"]],
                 "mirror": np.repeat(mirror.astype(np.int32), lengths),
                 "timestamps": np.concatenate([s["timestamps"] for s in samples]
                                              ).astype(np.float64),
@@ -118,7 +128,7 @@ class FrameFolderModality(ClipModality):
         frames = self.clip(epoch, index, key)
         images = [decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
                   for data in self.source.read_jpegs(index, frames)]
-        if self.size is None:
+        if self.size is None or self.crop:
             self._clip_resolution(index, frames, [tuple(im.shape[1:]) for im in images])
         return self._torch_sample(epoch, index, key, frames, torch.stack(images))
 
