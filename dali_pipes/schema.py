@@ -110,7 +110,8 @@ FUSION = {
     **SOURCE_ID,  # always present for fusion (0 for a single folder)
 }
 
-VIEWS = {  # views=(clips, crops): multi-view evaluation, one sample per view
+# views=(clips, crops): multi-view evaluation, one sample per view
+VIEWS = {
     "video": ("int64", "B"),  # the video's position in the listing (average per video)
     "view": ("int64", "B"),  # clip * crops + crop, in [0, clips * crops)
 }

@@ -155,7 +155,8 @@ def _field_comments() -> dict[str, dict[str, str]]:
 
 
 def _note(comments: dict[str, dict[str, str]], modality: str, name: str) -> str:
-    for block in (modality.upper(), "VIDEO" if modality == "fusion" else "", "LENGTHS"):
+    for block in (modality.upper(), "VIDEO" if modality == "fusion" else "", "LENGTHS",
+                  "VIEWS"):
         if name in comments.get(block, {}):
             return comments[block][name]
     return _COMMON.get(name, "")
@@ -171,11 +172,13 @@ def render_schema() -> str:
              "letters: B batch, C channels, H/W height and width, T time. `source_id` is "
              "there when `data` is a list of folders (always for fusion); `length` and "
              "`mask` with `pad=\"variable\"` (video, fusion), where fields with a T axis are "
-             "padded to the batch's longest clip. Pixels are normalized RGB: "
+             "padded to the batch's longest clip; `video` and `view` with `views=(clips, "
+             "crops)` (video, fusion; docs/video_crops.md). Pixels are normalized RGB: "
              "(x - mean) / std with ImageNet's mean and std."]
     for modality in schema.SCHEMAS:
         fields = schema.schema_for(modality, multi_source=True,
-                                   variable=modality in schema.VARIABLE)
+                                   variable=modality in schema.VARIABLE,
+                                   views=modality in schema.VIEW_MODALITIES)
         parts += ["", f"## `{modality}`", "", "| field | dtype | layout | note |",
                   "|---|---|---|---|"]
         parts += [f"| `{name}` | {dtype} | {layout} | {_note(comments, modality, name)} |"

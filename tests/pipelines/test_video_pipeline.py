@@ -6,7 +6,9 @@ import pytest
 
 from bench.sample_data import encode_jpeg, photo_like
 from bench.sample_video import small_video_folder
+from dali_pipes.clip_crops import clip_windows, source_roi
 from dali_pipes.pipelines.config import PipelineConfig
+from dali_pipes.pipelines.fusion import build_fusion_pipeline
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
 from dali_pipes.pipelines.video import OUTPUTS, VARIABLE_OUTPUTS, build_video_pipeline, dali_decodes
 from dali_pipes.pipelines.video_frames import (
@@ -46,11 +48,15 @@ def _feeds(source, samples, mirror):
     return feeds
 
 
-def _run(source, samples, mirror, size=None, variable=False):
+def _run(source, samples, mirror, size=None, variable=False, roi=None):
     pipe = build_video_pipeline(device="cpu", batch_size=len(samples), size=size,
-                                config=PipelineConfig(num_threads=1), variable=variable)
+                                config=PipelineConfig(num_threads=1), variable=variable,
+                                crop=roi is not None)
     pipe.build()
-    for name, value in _feeds(source, samples, mirror).items():
+    feeds = _feeds(source, samples, mirror)
+    if roi is not None:
+        feeds["crop_start"], feeds["crop_end"] = roi
+    for name, value in feeds.items():
         pipe.feed_input(name, value)
     return [np.array(out.as_tensor()) for out in pipe.run()]
 
@@ -62,6 +68,33 @@ def test_gpu_graph_is_defined_without_a_gpu(variable):
     frames_pipe = build_frames_pipeline(device="gpu", batch_size=4, size=None, clip_length=3,
                                         config=PipelineConfig(), variable=variable)
     assert pipe is not None and frames_pipe is not None and len(OUTPUTS) == 2
+
+
+@pytest.mark.parametrize("variable", [False, True])
+def test_gpu_crop_graphs_are_defined_without_a_gpu(variable):
+    for build in (build_video_pipeline, build_fusion_pipeline):
+        assert build(device="gpu", batch_size=4, size=(16, 16), config=PipelineConfig(),
+                     variable=variable, crop=True) is not None
+    assert build_frames_pipeline(device="gpu", batch_size=4, size=(16, 16), clip_length=3,
+                                 config=PipelineConfig(), variable=variable,
+                                 crop=True) is not None
+    with pytest.raises(ValueError, match="size must not be None"):
+        build_video_pipeline(device="cpu", batch_size=1, size=None, config=PipelineConfig(),
+                             crop=True)
+
+
+def test_crop_graph_resizes_the_window_like_resize_then_crop(source):
+    frames = np.arange(13, 25, 2)
+    windows = clip_windows(0, 0, [0, 1], [48, 48], [64, 64], size=(16, 16), short_side=20,
+                           train=True)
+    roi = source_roi(windows, [48, 48], [64, 64], (16, 16))
+    cropped, _ = _run(source, [(1, frames, True)] * 2, mirror=[0, 1], size=(16, 16), roi=roi)
+    full, _ = _run(source, [(1, frames, True)], mirror=[0], size=(20, 26))
+    assert cropped.shape == (2, 6, 3, 16, 16) and tuple(windows[0, :2]) == (20, 26)
+    for row, (_, _, top, left) in enumerate(windows.tolist()):
+        expected = full[0][..., top:top + 16, left:left + 16]
+        expected = expected[..., ::-1] if row == 1 else expected
+        assert np.abs(cropped[row] - expected).mean() * STD.mean() < 1.0  # < 1 level
 
 
 def test_cpu_graph_decodes_a_vp9_segment_like_pyav(source):

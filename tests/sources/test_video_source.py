@@ -30,6 +30,22 @@ def test_listing_labels_and_clips_per_video(folder):
     assert src.path(4) == src.files[1] and src.labels[4] == src.labels[3]
 
 
+def test_views_are_clips_times_crops_per_video(folder):
+    src = VideoFolderSource(folder, clip_length=4, stride=2, clips_per_video=2, crops=3)
+    plain = VideoFolderSource(folder, clip_length=4, stride=2, clips_per_video=2)
+    assert len(src) == 36 and src.views_per_video == 6
+    video, view, crop = src.views(np.arange(36))
+    assert video.tolist() == [v for v in range(6) for _ in range(6)]
+    assert view.tolist() == list(range(6)) * 6 and crop.tolist() == [0, 1, 2] * 12
+    assert src.path(13) == src.files[2] and src.labels.tolist() == np.repeat(
+        plain.labels[::2], 6).tolist()
+    # view k of a video is clip k // 3 of its video, the clip `plain` gives that clip
+    starts = src.clip_indices(0, 0, np.arange(36), train=False)
+    expected = plain.clip_indices(0, 0, 2 * video + view // 3, train=False)
+    np.testing.assert_array_equal(starts, expected)
+    assert not np.array_equal(starts[0], starts[3])
+
+
 def test_clip_indices_are_deterministic_and_inside_the_video(folder):
     src = VideoFolderSource(folder, clip_length=8, stride=2, clips_per_video=2)
     idx = np.arange(len(src))

@@ -224,7 +224,9 @@ class ClipModality(SourceModality):
 
 
 class VideoModality(ClipModality):
-    """Video files in class folders (see ClipModality for the options). `device` ("cpu",
+    """Video files in class folders (see ClipModality for the options; `resize`,
+    `short_side` and `views`, aspect-keeping crops and multi-view evaluation:
+    docs/video_crops.md). `device` ("cpu",
     "cuda", "cuda:N"; fixed here, never changed by build_pipeline) chooses the DALI graph's
     device and, on a GPU, the decoder of each file (`dali_pipes.nvdec.route`: NVDEC where
     the GPU family's tables and the one-time device probe allow it, else the PyAV fallback)."""

@@ -35,7 +35,7 @@ from torch_bridge.modalities.video import ClipModality
 
 class FrameFolderModality(ClipModality):
     """Options as `VideoModality`: clip_length, stride, size, train, clips_per_video, pad,
-    resize, short_side, views."""
+    resize, short_side, views (docs/video_crops.md)."""
 
     name = "video"
     dali_outputs, variable_outputs = graph.OUTPUTS, graph.VARIABLE_OUTPUTS
