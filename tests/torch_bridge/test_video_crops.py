@@ -178,8 +178,8 @@ def test_frame_folders_crop_like_the_video_files(wide, wide_frames, backend):
         diff = (_pixels(files["frames"]) - _pixels(frames["frames"])).abs().mean()
         assert diff < 4.0, diff  # JPEG extraction (quality 90) on top of the decoders
     views = _all(_loader(wide_frames, backend, train=False, views=(1, 3), batch_size=4))
-    assert sorted(zip(views["video"].tolist(), views["view"].tolist())) == [
-        (v, k) for v in range(4) for k in range(3)]
+    pairs = zip(views["video"].tolist(), views["view"].tolist(), strict=True)
+    assert sorted(pairs) == [(v, k) for v in range(4) for k in range(3)]
 
 
 def test_frame_folder_backends_agree(wide_frames):
@@ -214,3 +214,11 @@ def test_fusion_takes_the_crop_options(tmp_path, backend):
 def test_bad_options_name_the_option(wide, options, match):
     with pytest.raises(ValueError, match=match):
         _loader(wide, "dali", **options)
+
+
+def test_temporal_views_with_squash(wide):
+    out = _all(_loader(wide, "dali", train=False, views=(3, 1), resize="squash",
+                       short_side=None, batch_size=6))
+    assert sorted(out["index"].tolist()) == list(range(12))
+    assert out["view"].tolist() == (out["index"] % 3).tolist()
+    assert out["frames"].shape == (12, T, 3, SIZE, SIZE)
