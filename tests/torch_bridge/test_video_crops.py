@@ -2,6 +2,7 @@
 frame folders and fusion, both backends against torchvision on the PyAV-decoded frames."""
 from __future__ import annotations
 
+import av
 import numpy as np
 import pytest
 import torch
@@ -222,3 +223,24 @@ def test_temporal_views_with_squash(wide):
     assert sorted(out["index"].tolist()) == list(range(12))
     assert out["view"].tolist() == (out["index"] % 3).tolist()
     assert out["frames"].shape == (12, T, 3, SIZE, SIZE)
+
+
+def test_pyav_fallback_clips_are_cut_in_the_feed_with_the_plans_window(tmp_path):
+    if "libx264" not in av.codecs_available:
+        pytest.skip("PyAV has no libx264 encoder")
+    rng = np.random.default_rng(3)
+    for i in range(3):  # H.264: no CPU decoder in DALI, so PyAV decodes in the feed
+        write_video(tmp_path / "v" / f"class_{i % 2}" / f"h264_{i}.mp4",
+                    _textured(rng, 12, 36, 64), codec="libx264")
+    dali = _all(_loader(tmp_path / "v", "dali"))
+    ref = _all(_loader(tmp_path / "v", "torch"))
+    assert torch.equal(dali["index"], ref["index"])
+    assert torch.equal(dali["timestamps"], ref["timestamps"])
+    # the same decode and the same torchvision call: equal up to float rounding
+    torch.testing.assert_close(dali["frames"], ref["frames"], atol=1e-4, rtol=0)
+    loader = _loader(tmp_path / "v", "torch")
+    index = ref["index"].numpy()
+    windows = _windows(loader, index, [36] * 3, [64] * 3)
+    for row, i in enumerate(index.tolist()):
+        expected = _reference(loader, i, windows[row], flips(2, 0, index)[row])
+        torch.testing.assert_close(_pixels(ref["frames"][row]), expected, atol=1e-3, rtol=0)
