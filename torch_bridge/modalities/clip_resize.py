@@ -7,12 +7,16 @@ PyAV fallback on the DALI backend is already decoded in Python; `resize_clip` re
 crops) it there with the same call, which is cheaper than DALI's CPU resize (measured in
 docs/measurements.md), ships an eighth of the bytes from feed workers, and gives the same
 pixels as the torch path. The video graph then resizes only the clips DALI decodes itself
-(dali_pipes.pipelines.video).
+(dali_pipes.pipelines.video), from the window `roi_feeds` / `crop_feeds` give it.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+from dali_pipes.clip_crops import source_roi
+
+CROP_FEEDS = ("crop_start", "crop_end")  # dali_pipes.schema.CLIP_CROP_INPUTS
 
 
 def resize_crop(clip: torch.Tensor, size: tuple[int, int] | None,
@@ -57,3 +61,22 @@ def resize_clip(clip: np.ndarray, size: tuple[int, int] | None,
         return clip
     frames = resize_crop(torch.from_numpy(clip).permute(0, 3, 1, 2), size, window)
     return np.ascontiguousarray(frames.permute(0, 2, 3, 1).numpy())
+
+
+def roi_feeds(window: np.ndarray, hw: tuple[int, int], size) -> dict[str, np.ndarray]:
+    """One clip's graph crop inputs: its window as float32 (2,) "crop_start" / "crop_end"
+    (y, x) in pixels of its `hw` (height, width) source frames, for output `size`."""
+    start, end = source_roi(np.asarray(window)[None], [hw[0]], [hw[1]], size)
+    return {"crop_start": start[0], "crop_end": end[0]}
+
+
+def crop_feeds(samples: list[dict], crop: bool, repeats=None) -> dict[str, np.ndarray]:
+    """The batch's "crop_start" / "crop_end" (n, 2) float32 from its samples' `roi_feeds`
+    (each repeated `repeats[i]` times, for per-frame graphs); none without `crop`."""
+    if not crop:
+        return {}
+    out = {name: np.stack([s[name] for s in samples]).astype(np.float32)
+           for name in CROP_FEEDS}
+    if repeats is not None:
+        out = {name: np.repeat(v, repeats, axis=0) for name, v in out.items()}
+    return out

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from dali_pipes.augment import flips
-from dali_pipes.clip_crops import ClipResize, check_crop_options, clip_windows, source_roi
+from dali_pipes.clip_crops import ClipResize, check_crop_options, clip_windows
 from dali_pipes.clips import LoaderPad, check_loader_pad
 from dali_pipes.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
@@ -41,7 +41,7 @@ from dali_pipes.schema import time_fields
 from dali_pipes.sources.video import VideoFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
-from torch_bridge.modalities.clip_resize import resize_clip, resize_crop
+from torch_bridge.modalities.clip_resize import crop_feeds, resize_clip, resize_crop, roi_feeds
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
 _DUMMY_BYTES = np.zeros(1, np.uint8)
@@ -157,12 +157,6 @@ class ClipModality(SourceModality):
                             size=self.size, short_side=self.short_side, train=self.train,
                             crop_id=crop, crops=self.source.crops)[0]
 
-    def roi(self, window: np.ndarray, hw: tuple[int, int]) -> dict[str, np.ndarray]:
-        """The graph's crop inputs (`schema.CLIP_CROP_INPUTS`) of one window."""
-        assert self.size is not None  # a window exists only with a size
-        start, end = source_roi(window[None], [hw[0]], [hw[1]], self.size)
-        return {"crop_start": start[0], "crop_end": end[0]}
-
     def _extra_meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """With views: "video" and "view" (`schema.VIEWS`)."""
         if self.views is None:
@@ -189,17 +183,6 @@ class ClipModality(SourceModality):
             self._check_resolutions(kept_arr.tolist(), [s["hw"] for s in samples])
         mirror = self.flips(epoch, aug_keys(indices, keys)[kept]).astype(np.int32)
         return samples, kept_arr, mirror
-
-    def _crop_feeds(self, samples: list[dict], repeats=None) -> dict[str, np.ndarray]:
-        """"crop_start" / "crop_end" (n, 2) float32 of the samples (each repeated
-        `repeats[i]` times, for per-frame graphs); none with resize="squash"."""
-        if not self.crop:
-            return {}
-        out = {name: np.stack([s[name] for s in samples]).astype(np.float32)
-               for name in ("crop_start", "crop_end")}
-        if repeats is not None:
-            out = {name: np.repeat(v, repeats, axis=0) for name, v in out.items()}
-        return out
 
     def finish(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Batch-level work on the target device: uint8 -> normalized float32 (padded frames
@@ -279,7 +262,7 @@ class VideoModality(ClipModality):
                   "timestamps": self.source.timestamps(index, frames)}
         window = self.window(epoch, index, key, hw)
         if window is not None:
-            sample.update(self.roi(window, hw))
+            sample.update(roi_feeds(window, hw, self.size))
         # The graph's decoder is NVDEC on a GPU and DALI's CPU decoder on the CPU; what it
         # cannot take (a GPU's "dali_cpu" route included) is decoded here with PyAV.
         if self.decoder(index)[0] == ("nvdec" if self.dali_device == "gpu" else "dali_cpu"):
@@ -298,7 +281,7 @@ class VideoModality(ClipModality):
         if not samples:
             return {}, kept_arr
         n, src = len(kept_arr), self.source
-        return {**self._crop_feeds(samples),
+        return {**crop_feeds(samples, self.crop),
                 "video": [s.get("video", _DUMMY_BYTES) for s in samples],
                 "decoded": [s.get("decoded", _DUMMY_FRAMES) for s in samples],
                 "use_dali": np.array(["video" in s for s in samples]),

@@ -30,6 +30,7 @@ from dali_pipes.pipelines import video_frames as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.video_frames import FrameFolderSource
 from torch_bridge.errors import SampleGuard
+from torch_bridge.modalities.clip_resize import crop_feeds, roi_feeds
 from torch_bridge.modalities.video import ClipModality
 
 
@@ -61,7 +62,7 @@ class FrameFolderModality(ClipModality):
             sample["hw"] = hw = self._clip_resolution(index, frames, sizes)
             window = self.window(epoch, index, key, hw)
             if window is not None:
-                sample.update(self.roi(window, hw))
+                sample.update(roi_feeds(window, hw, self.size))
         return sample
 
     def _frame_path(self, index: int, frame: int) -> str:
@@ -87,7 +88,7 @@ class FrameFolderModality(ClipModality):
         if not samples:
             return {}, kept_arr
         lengths = np.array([len(s["jpegs"]) for s in samples])
-        return {**self._crop_feeds(samples, lengths),
+        return {**crop_feeds(samples, self.crop, lengths),
                 "jpegs": [data for s in samples for data in s["jpegs"]],
                 "mirror": np.repeat(mirror.astype(np.int32), lengths),
                 "timestamps": np.concatenate([s["timestamps"] for s in samples]
