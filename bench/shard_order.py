@@ -123,7 +123,7 @@ def main(argv=None) -> int:
     keys = list(rows[0])
     print("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
     for row in rows:
-        print("| " + " | ".join(v if isinstance(v, str) else f"{v:.3g}"
+        print("| " + " | ".join(v if isinstance(v, str) else f"{v:.4g}"
                                 for v in row.values()) + " |")
     if args.json:
         args.json.write_text(json.dumps({"options": {k: str(v) for k, v in

@@ -67,29 +67,59 @@ class ShardWindows:
             raise ValueError(f"shard_ids has {len(self.shard_ids)} entries for "
                              f"{plan.num_samples} samples")
         rng = np.random.default_rng([plan.seed & 0xFFFFFFFFFFFFFFFF, epoch, _SHARD_ORDER_TAG])
-        stream, shard_pos = _shard_stream(rng, self.shard_ids)
+        stream, shard_pos = _shard_stream(rng, self._by_shard, self._counts)
         lengths = _part_lengths(len(stream), plan.world_size)
         part = np.repeat(np.arange(plan.world_size), lengths)
         starts = np.r_[0, np.cumsum(lengths)[:-1]]
         first = shard_pos[np.minimum(starts, len(stream) - 1)]  # an empty part's is unused
-        window = (shard_pos - first[part]) // self.window
-        walk = np.lexsort((rng.random(len(stream)), window, part))  # part, window, random
+        # (part, window) numbers consecutive runs of the stream, in stream order
+        window = part * (len(self._counts) + 1) + (shard_pos - first[part]) // self.window
+        walk = _shuffle_runs(rng, window)
         offset = np.arange(len(stream)) - starts[part]  # position within the part
         order = np.empty(len(stream), dtype=np.int64)
         order[part + plan.world_size * offset] = stream[walk]
         return order
 
+    @property
+    def _by_shard(self) -> np.ndarray:
+        """Indices grouped shard after shard (index order within a shard), computed once."""
+        return self._grouping()[0]
 
-def _shard_stream(rng: np.random.Generator, shard_ids: np.ndarray
+    @property
+    def _counts(self) -> np.ndarray:
+        """Samples per shard, computed once."""
+        return self._grouping()[1]
+
+    def _grouping(self) -> tuple[np.ndarray, np.ndarray]:
+        cached = self.__dict__.get("_grouped")
+        if cached is None:
+            ids = self.shard_ids
+            by_shard = np.arange(len(ids), dtype=np.int64) if np.all(ids[1:] >= ids[:-1]) \
+                else np.argsort(ids, kind="stable").astype(np.int64)
+            cached = (by_shard, np.bincount(ids).astype(np.int64))
+            object.__setattr__(self, "_grouped", cached)
+        return cached
+
+
+def _shard_stream(rng: np.random.Generator, by_shard: np.ndarray, counts: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(indices listed shard after shard in a random shard order, each entry's shard's
-    position in that order); members keep their index order within a shard."""
-    n_shards = int(shard_ids.max()) + 1
-    position = np.empty(n_shards, dtype=np.int64)
-    position[rng.permutation(n_shards)] = np.arange(n_shards)
-    of_sample = position[shard_ids]
-    stream = np.argsort(of_sample, kind="stable")
-    return stream.astype(np.int64), of_sample[stream]
+    position in that order); members keep their index order within a shard. O(n), no
+    sort: `by_shard` lists the indices of shard 0, then 1, ...; `counts` their sizes."""
+    shard_order = rng.permutation(len(counts))
+    sizes = counts[shard_order]
+    first = (np.cumsum(counts) - counts)[shard_order]  # where each shard starts in by_shard
+    shard_pos = np.repeat(np.arange(len(counts)), sizes)
+    within = np.arange(len(by_shard)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return by_shard[np.repeat(first, sizes) + within], shard_pos
+
+
+def _shuffle_runs(rng: np.random.Generator, runs: np.ndarray) -> np.ndarray:
+    """A permutation of positions that shuffles within each run of equal, non-decreasing
+    `runs` values and keeps the runs in place."""
+    keys = (runs.astype(np.uint64) << np.uint64(32)) | \
+        rng.integers(0, 1 << 32, size=len(runs), dtype=np.uint64)
+    return np.argsort(keys)
 
 
 def _part_lengths(entries: int, world: int) -> np.ndarray:

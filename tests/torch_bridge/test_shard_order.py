@@ -103,6 +103,17 @@ def test_samples_are_shuffled_within_a_window_of_shards():
     assert (np.diff(SHARD_IDS[head]) != 0).sum() > 2  # ...mixed, not shard after shard
 
 
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_elastic_resume_under_another_drop_last_keeps_each_rank_on_its_shards(drop_last):
+    old = _ranks(3, batch=2, drop_last=not drop_last)
+    new = _ranks(3, batch=4, drop_last=drop_last)
+    resumed = new[0].resume_after(0, world_size=3, batch_size=2, drop_last=not drop_last,
+                                  consumed=3)
+    for plan, before in zip(new, old, strict=True):
+        plan.set_resumed(resumed)
+        np.testing.assert_array_equal(plan.rank_indices(0)[:8], before.rank_indices(0)[6:14])
+
+
 def test_elastic_resume_works_across_batch_sizes_not_world_sizes():
     old = _ranks(2, batch=3)
     new = _ranks(2, batch=5)
@@ -178,6 +189,19 @@ def test_both_backends_yield_the_same_shard_order_once(shards):
     assert global_order != order
     for a, b in zip(got["dali"], got["torch"], strict=True):
         assert (a["image"] - b["image"]).abs().mean() < 0.05
+
+
+def test_several_shard_sources_are_shuffled_together(shards, image_folder, tmp_path):
+    other = write_shards(image_folder, tmp_path / "other", per_shard=7)
+    loader = _loader([shards, other])
+    got = _clones(loader)
+    flat = sum((b["index"].tolist() for b in got), [])
+    assert sorted(flat) == list(range(74))
+    source = loader._engine.modality.source
+    assert len(source.shards) == 8 + 6
+    assert {int(i) for b in got for i in b["source_id"]} == {0, 1}
+    for batch in got:  # windows of 2 shards of either source
+        assert len(set(source.shard_ids[batch["index"].numpy()].tolist())) <= 4
 
 
 @pytest.mark.parametrize("backend", ["dali", "torch"])
