@@ -23,7 +23,7 @@ another batch size, not under another world size (`layout_fields`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,6 +43,10 @@ class ShardWindows:
 
     shard_ids: np.ndarray
     window: int = DEFAULT_WINDOW
+    # derived in __post_init__: samples per shard, and the indices grouped shard after
+    # shard (None when shard_ids are sorted, as a listing of shards has them: 0..n-1)
+    _counts: np.ndarray = field(init=False, repr=False)
+    _by_shard: np.ndarray | None = field(init=False, repr=False)
     order_depends_on_layout = True  # class attributes, not fields
     layout_fields = ("world_size",)  # the layout fields the order depends on
 
@@ -54,6 +58,9 @@ class ShardWindows:
         ids = np.unique(ids, return_inverse=True)[1].astype(np.int64)  # 0..n-1, a copy
         ids.flags.writeable = False
         object.__setattr__(self, "shard_ids", ids)
+        object.__setattr__(self, "_counts", np.bincount(ids).astype(np.int64))
+        object.__setattr__(self, "_by_shard", None if np.all(ids[1:] >= ids[:-1]) else
+                           np.argsort(ids, kind="stable").astype(np.int64))
         if isinstance(self.window, bool) or not isinstance(self.window, (int, np.integer)) \
                 or self.window < 1:
             raise ValueError(f"shard_window must be an int >= 1, got {self.window!r}")
@@ -80,46 +87,29 @@ class ShardWindows:
         order[part + plan.world_size * offset] = stream[walk]
         return order
 
-    @property
-    def _by_shard(self) -> np.ndarray:
-        """Indices grouped shard after shard (index order within a shard), computed once."""
-        return self._grouping()[0]
 
-    @property
-    def _counts(self) -> np.ndarray:
-        """Samples per shard, computed once."""
-        return self._grouping()[1]
-
-    def _grouping(self) -> tuple[np.ndarray, np.ndarray]:
-        cached = self.__dict__.get("_grouped")
-        if cached is None:
-            ids = self.shard_ids
-            by_shard = np.arange(len(ids), dtype=np.int64) if np.all(ids[1:] >= ids[:-1]) \
-                else np.argsort(ids, kind="stable").astype(np.int64)
-            cached = (by_shard, np.bincount(ids).astype(np.int64))
-            object.__setattr__(self, "_grouped", cached)
-        return cached
-
-
-def _shard_stream(rng: np.random.Generator, by_shard: np.ndarray, counts: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def _shard_stream(rng: np.random.Generator, by_shard: np.ndarray | None,
+                  counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(indices listed shard after shard in a random shard order, each entry's shard's
     position in that order); members keep their index order within a shard. O(n), no
-    sort: `by_shard` lists the indices of shard 0, then 1, ...; `counts` their sizes."""
+    sort: `by_shard` lists the indices of shard 0, then 1, ... (None: 0..n-1); `counts`
+    their sizes."""
     shard_order = rng.permutation(len(counts))
     sizes = counts[shard_order]
     first = (np.cumsum(counts) - counts)[shard_order]  # where each shard starts in by_shard
     shard_pos = np.repeat(np.arange(len(counts)), sizes)
-    within = np.arange(len(by_shard)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return by_shard[np.repeat(first, sizes) + within], shard_pos
+    within = np.arange(len(shard_pos)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    grouped = np.repeat(first, sizes) + within
+    return (grouped if by_shard is None else by_shard[grouped]), shard_pos
 
 
 def _shuffle_runs(rng: np.random.Generator, runs: np.ndarray) -> np.ndarray:
     """A permutation of positions that shuffles within each run of equal, non-decreasing
-    `runs` values and keeps the runs in place."""
+    `runs` values and keeps the runs in place. The sort is stable, so tied random keys
+    resolve the same way on every machine."""
     keys = (runs.astype(np.uint64) << np.uint64(32)) | \
         rng.integers(0, 1 << 32, size=len(runs), dtype=np.uint64)
-    return np.argsort(keys)
+    return np.argsort(keys, kind="stable")
 
 
 def _part_lengths(entries: int, world: int) -> np.ndarray:
