@@ -3,7 +3,9 @@ global order, on a synthetic listing (no files: the plan's orders only).
 
     python bench/shard_order.py [--shards 1000] [--per-shard 1000] [--world 8]
                                 [--windows 1,2,4,8,16] [--member-kib 100] [--cache-mib 1024]
-                                [--batch 64] [--json PATH]
+                                [--batch 64] [--real-shards 128] [--real-per-shard 24]
+                                [--real-member-kib 64] [--real-cache-mib 8] [--no-real]
+                                [--json PATH]
 
 Per order, for rank 0 of `--world` ranks over one epoch (epoch 0, seed 0) of the plan
 (torch_bridge.plan.EpochPlan with the make_loader samplers):
@@ -18,6 +20,13 @@ Per order, for rank 0 of `--world` ranks over one epoch (epoch 0, seed 0) of the
   writes class folders: then also the distinct shards per batch) or in random order
   (shuffled before packing);
 - `spearman`: the rank correlation of epoch position and index over the whole epoch.
+
+Then the same for real code (skip with `--no-real`): `--real-shards` tar shards of
+`--real-per-shard` members of `--real-member-kib` (random bytes named .jpg, with a .cls) in
+fsspec's in-memory file system, listed by ShardSource (`memory://` URLs, so the remote path:
+FsspecStore, tar indexes, the block cache of `--real-cache-mib` under a temporary folder);
+rank 0 of `--world` reads its epoch with `source.read(i)` and the block cache's own miss
+counter gives the blocks fetched.
 """
 from __future__ import annotations
 
@@ -108,6 +117,66 @@ def measure(args, window: int | None) -> dict:
             "spearman": spearman(order)}
 
 
+def _write_memory_shards(root: str, shards: int, per_shard: int, member: int) -> None:
+    """Tar shards `<root>/shard-000000.tar`, ... in fsspec's memory file system."""
+    import io
+    import tarfile
+
+    import fsspec
+    fs, rng = fsspec.filesystem("memory"), np.random.default_rng(0)
+    for s in range(shards):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+            for j in range(per_shard):
+                for ext, data in (("jpg", rng.bytes(member)), ("cls", str(s).encode())):
+                    info = tarfile.TarInfo(f"s{s:04d}_{j:05d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        fs.pipe(f"{root}/shard-{s:06d}.tar", buf.getvalue())
+
+
+def real_fetches(args, window: int | None, index_dir: str) -> dict:
+    """Blocks rank 0's epoch fetches through ShardSource's real remote path (a fresh block
+    cache), against the distinct blocks its reads touch."""
+    import tempfile
+
+    from dali_pipes.sources.shards import ShardSource
+    root = f"memory://shard_order_bench/{args.real_shards}x{args.real_per_shard}"
+    with tempfile.TemporaryDirectory() as cache:
+        source = ShardSource(root + "/", index_dir=index_dir,
+                             remote={"cache_dir": cache,
+                                     "cache_limit": args.real_cache_mib << 20})
+        _, ranks = rank_orders(np.asarray(source.shard_ids), args.world, window)
+        for i in ranks[0]:
+            source.read(int(i))
+        fetched = source.store.cache.misses
+    first = (source.offsets[ranks[0]] - HEADER) // BLOCK
+    last = (source.offsets[ranks[0]] + source.sizes[ranks[0]] - 1) // BLOCK
+    touched = {(int(s), b) for s, f, t in zip(source.shard_ids[ranks[0]], first, last,
+                                              strict=True) for b in range(f, t + 1)}
+    return {"order": "global" if window is None else f"shards, window {window}",
+            "samples": len(ranks[0]), "shards_read": len(np.unique(source.shard_ids[ranks[0]])),
+            "blocks_touched": len(touched), "blocks_fetched": fetched,
+            "fetches_per_block": fetched / len(touched)}
+
+
+def _real_rows(args, windows: list[int | None]) -> list[dict]:
+    import tempfile
+    _write_memory_shards(f"memory://shard_order_bench/{args.real_shards}x"
+                         f"{args.real_per_shard}", args.real_shards, args.real_per_shard,
+                         args.real_member_kib << 10)
+    with tempfile.TemporaryDirectory() as index_dir:  # indexes once, a fresh cache per row
+        return [real_fetches(args, w, index_dir) for w in windows]
+
+
+def _table(rows: list[dict]) -> str:
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(v if isinstance(v, str) else f"{v:.4g}" for v in r.values())
+              + " |" for r in rows]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shards", type=int, default=1000)
@@ -117,18 +186,23 @@ def main(argv=None) -> int:
     p.add_argument("--member-kib", type=int, default=100)
     p.add_argument("--cache-mib", type=int, default=1024)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--real-shards", type=int, default=128)
+    p.add_argument("--real-per-shard", type=int, default=24)
+    p.add_argument("--real-member-kib", type=int, default=64)
+    p.add_argument("--real-cache-mib", type=int, default=8)
+    p.add_argument("--no-real", action="store_true", help="skip the real-code measurement")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
-    rows = [measure(args, w) for w in [None, *map(int, args.windows.split(","))]]
-    keys = list(rows[0])
-    print("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
-    for row in rows:
-        print("| " + " | ".join(v if isinstance(v, str) else f"{v:.4g}"
-                                for v in row.values()) + " |")
+    windows = [None, *map(int, args.windows.split(","))]
+    rows = [measure(args, w) for w in windows]
+    print(_table(rows))
+    real = [] if args.no_real else _real_rows(args, windows)
+    if real:
+        print("\n" + _table(real))
     if args.json:
         args.json.write_text(json.dumps({"options": {k: str(v) for k, v in
-                                                     vars(args).items()}, "rows": rows},
-                                        indent=1))
+                                                     vars(args).items()},
+                                         "rows": rows, "real": real}, indent=1))
     return 0
 
 
