@@ -162,11 +162,16 @@ def real_fetches(args, window: int | None, index_dir: str) -> dict:
 
 def _real_rows(args, windows: list[int | None]) -> list[dict]:
     import tempfile
-    _write_memory_shards(f"memory://shard_order_bench/{args.real_shards}x"
-                         f"{args.real_per_shard}", args.real_shards, args.real_per_shard,
+
+    import fsspec
+    root = f"memory://shard_order_bench/{args.real_shards}x{args.real_per_shard}"
+    _write_memory_shards(root, args.real_shards, args.real_per_shard,
                          args.real_member_kib << 10)
-    with tempfile.TemporaryDirectory() as index_dir:  # indexes once, a fresh cache per row
-        return [real_fetches(args, w, index_dir) for w in windows]
+    try:
+        with tempfile.TemporaryDirectory() as index_dir:  # indexes once, a fresh cache a row
+            return [real_fetches(args, w, index_dir) for w in windows]
+    finally:
+        fsspec.filesystem("memory").rm(root, recursive=True)
 
 
 def _table(rows: list[dict]) -> str:
