@@ -27,7 +27,8 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
                 reference: ReferenceOptions | Mapping[str, Any] | None = None,
                 sampling: Literal["uniform", "class_balanced", "repeated"] = "uniform",
                 min_per_source: int | None = None, repeats: int = 3,
-                log_every: int | None = None,
+                order: Literal["global", "shards"] = "global",
+                shard_window: int | None = None, log_every: int | None = None,
                 **modality_options: Any) -> Loader:
     """A drop-in iterable of batch dicts (`dict[str, torch.Tensor]`) for a training loop.
 
@@ -65,6 +66,13 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
             least that many samples of each source. Like class_balanced sampling it is
             deterministic under (seed, epoch), resumes exactly and repeats samples.
         repeats: copies of each index per epoch with sampling="repeated" (default 3).
+        order: "global" (one permutation of all samples) or "shards" (WebDataset shards
+            only: shards shuffled, each rank reading its own run of them, samples
+            shuffled within a window of `shard_window` shards; see docs/data_sources.md).
+            It resumes exactly, also under another batch size, but not mid-epoch under
+            another world size.
+        shard_window: shards per shuffle window with order="shards" (default 4): larger
+            mixes batches better, smaller reads fewer shards at a time.
         log_every: one line of `loader.stats()` per N batches through `logging` (logger
             "torch_bridge", level INFO); None: no lines.
         **modality_options: the options `torch_bridge.registry` lists for the modality
@@ -80,7 +88,7 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
         modality=modality, backend=backend, batch_size=batch_size, device=device,
         shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank, world_size=world_size,
         on_error=on_error, sampling=sampling, min_per_source=min_per_source,
-        repeats=repeats, log_every=log_every))
+        repeats=repeats, order=order, shard_window=shard_window, log_every=log_every))
     # numpy scalars passed the check; the plan and the JSON state want Python ones
     batch_size, seed, shuffle, drop_last = int(batch_size), int(seed), bool(shuffle), \
         bool(drop_last)
@@ -94,7 +102,8 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion"], 
     rank, world_size = _resolve_rank(rank, world_size)
     sampler = sampler_for(sampling, min_per_source, source=getattr(mod, "source", None),
                           multi_source=isinstance(data, (list, tuple)),
-                          batch_size=batch_size, shuffle=shuffle, repeats=repeats)
+                          batch_size=batch_size, shuffle=shuffle, repeats=repeats,
+                          order=order, shard_window=shard_window)
     plan = EpochPlan(len(mod), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
                      rank=rank, world_size=world_size, sampler=sampler)
     engine = _engine(backend, mod, plan, dev, guard, config=config, reference=reference)

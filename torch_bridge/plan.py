@@ -31,7 +31,9 @@ class Sampler(Protocol):
     """An order strategy (see torch_bridge.sampling): the global order of an epoch, a pure
     function of (plan.seed, epoch), the same on every rank. A sampler whose order does not
     depend on the world size and batch size sets `order_depends_on_layout = False`, which
-    allows elastic resume mid-epoch."""
+    allows elastic resume mid-epoch; one whose order depends on some of them only may name
+    those in `layout_fields` (e.g. ("world_size",)): a mid-epoch state then resumes under
+    a layout that differs in the others."""
 
     def order(self, plan: EpochPlan, epoch: int) -> np.ndarray: ...
 
@@ -131,17 +133,12 @@ class EpochPlan:
         """What is left of `epoch` once every rank of another layout (`world_size`,
         `batch_size`, `drop_last`) consumed `consumed` batches of `span` of the epoch's
         order (None: all of it); ValueError when this plan's sampler ties the order to
-        the layout."""
-        sampler = self.sampler
-        if sampler is not None and getattr(sampler, "order_depends_on_layout", True):
-            options = ", ".join(f"{k}={v!r}" for k, v in sampler.describe().items())
-            raise ValueError(
-                f"{options or 'this sampler'} lays each epoch out for one world size and "
-                f"batch size: a state saved mid-epoch under world_size={world_size}, "
-                f"batch_size={batch_size}, drop_last={drop_last} cannot continue under "
-                f"world_size={self.world_size}, batch_size={self.batch_size}, "
-                f"drop_last={self.drop_last}; keep those, or resume from a state saved at an "
-                f"epoch boundary (batches_consumed 0)")
+        a layout field that differs."""
+        if self.sampler is not None:
+            _check_layout(self.sampler, {"world_size": world_size, "batch_size": batch_size,
+                                         "drop_last": drop_last},
+                          {"world_size": self.world_size, "batch_size": self.batch_size,
+                           "drop_last": self.drop_last})
         start, stop = span if span is not None else (0, len(self.order(epoch)))
         start, stop = remaining_span(start, stop, world_size=world_size,
                                      batch_size=batch_size, drop_last=drop_last,
@@ -193,6 +190,27 @@ class EpochPlan:
         indices, keys = padded_span(order, start, stop, per_rank * self.world_size,
                                     self.num_samples)
         return indices[self.rank::self.world_size], keys[self.rank::self.world_size]
+
+
+def _check_layout(sampler: Sampler, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """ValueError when the sampler's order depends on a layout field (world_size,
+    batch_size, drop_last) that differs between the `old` layout and the `new` one: none
+    when `order_depends_on_layout` is False, else its `layout_fields` (default: all)."""
+    fields = tuple(getattr(sampler, "layout_fields", tuple(old))) \
+        if getattr(sampler, "order_depends_on_layout", True) else ()
+    if all(old[k] == new[k] for k in fields):
+        return
+    options = ", ".join(f"{k}={v!r}" for k, v in sampler.describe().items())
+    layout = ", ".join(f.replace("_", " ") if f != "drop_last" else f for f in fields)
+    raise ValueError(
+        f"{options or 'this sampler'} lays each epoch out for one {layout}: a state saved "
+        f"mid-epoch under {_fields(old)} cannot continue under {_fields(new)}; keep "
+        f"{', '.join(fields)}, or resume from a state saved at an epoch boundary "
+        f"(batches_consumed 0)")
+
+
+def _fields(layout: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in layout.items())
 
 
 def draw_counts(order: np.ndarray) -> np.ndarray:
