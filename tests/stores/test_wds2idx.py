@@ -89,7 +89,7 @@ def test_malformed_indexes_are_format_errors_naming_file_and_line(shard):
         "line 3: 9 fields: members need four each": [lines[0], lines[1], lines[2] + " x",
                                                      *lines[3:]],
         "line 2: member .*: offset is no multiple of 512": [
-            lines[0], re.sub(r" (\d+) ", lambda m: f" {int(m.group(1)) + 1} ", lines[1], 1),
+            lines[0], re.sub(r" (\d+) ", lambda m: f" {int(m.group(1)) + 1} ", lines[1], count=1),
             *lines[2:]],
         "line 9: member .*: the member ends past the end of the shard": [
             *lines[:-1], re.sub(r" (\d+) (\d+) ", f" {size // 512 * 512} \\2 ", lines[-1],
