@@ -70,8 +70,8 @@ def _samples(root: str, objects: list[tuple[str, int, int]], extensions: frozens
     found: dict[str, list[tuple[str, str, tuple[str, int, int]]]] = {}
     prefix = root + "/"
     for url, size, version in objects:
-        if not url.startswith(prefix):
-            continue
+        if not url.startswith(prefix) or url.endswith("/"):
+            continue  # elsewhere, or a folder marker object
         parts = url[len(prefix):].split("/")
         if len(parts) < 2 or parts[0].startswith("."):
             continue  # not in a class folder, or in a hidden one: as the local listing

@@ -81,6 +81,17 @@ def test_s3_class_folders_load_like_the_local_folder(tree, tmp_path, backend, mo
     assert_same(copies(warm), want)  # server gone: the warm cache serves the pass
 
 
+def test_a_server_gone_after_the_listing_names_the_url(tree):
+    with MotoS3() as s3:
+        url = _upload(s3, tree)
+        source = ImageFolderSource(url, store=FsspecStore(storage_options=s3.options,
+                                                          retries=1, backoff=0.01, timeout=2.0))
+        assert source.read_checked(0)[1] == (90, 120)
+    with pytest.raises(StoreError, match=re.escape(url) + r"class_0/img_0003\.jpg: read of "
+                       r"bytes 0\.\.\d+ failed after 2 attempts"):
+        source.read(1)
+
+
 def _no_stat(self, url):
     raise AssertionError(f"stat({url}) asked: the listing has every size")
 
