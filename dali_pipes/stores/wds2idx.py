@@ -9,7 +9,9 @@ its 512-byte tar header), so they are multiples of 512. Version "v1.1" lines hol
 such an index is not used (the shard's own index is built from the tar instead).
 
 `wds2idx` writes `<shard name up to its first dot>.idx` by default (train-000001.tar ->
-train-000001.idx); `<shard>.idx` (train-000001.tar.idx) is looked for too.
+train-000001.idx); that name is used where it is unambiguous (no other dot in the shard's
+name: train.000.tar and train.001.tar would share train.idx), and `<shard>.idx`
+(train-000001.tar.idx) always.
 """
 from __future__ import annotations
 
@@ -23,13 +25,13 @@ _BLOCK = 512
 
 
 def wds2idx_path(shard: str) -> str | None:
-    """The `.idx` file beside local `shard`, or None when there is none."""
-    base = shard.rfind("/") + 1
-    dot = shard.find(".", base + 1)
-    for path in ((shard[:dot] + ".idx") if dot > 0 else None, shard + ".idx"):
-        if path and os.path.isfile(path):
-            return path
-    return None
+    """The `.idx` file beside local `shard` (`<shard>.idx`, else `<stem>.idx` where the
+    shard's name has no other dot than its `.tar`'s), or None when there is none."""
+    name = os.path.basename(shard)
+    candidates = [shard + ".idx"]
+    if name.endswith(".tar") and "." not in name[1:-4]:
+        candidates.append(shard[:-4] + ".idx")  # wds2idx's default for this name
+    return next((c for c in candidates if os.path.isfile(c)), None)
 
 
 def read_wds2idx(path: str, shard_size: int) -> list[tuple[str, int, int]] | None:

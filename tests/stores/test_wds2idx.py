@@ -70,6 +70,14 @@ def test_shards_with_wds2idx_indexes_load_the_same_samples(image_folder, tmp_pat
     assert all(indexed.read(i).tobytes() == plain.read(i).tobytes() for i in (0, 17, 36))
 
 
+def test_which_idx_files_are_looked_for(tmp_path):
+    for name in ("a-0.tar", "a-0.idx", "b.0.tar", "b.idx", "c.tar", "c.tar.idx"):
+        (tmp_path / name).write_bytes(b"")
+    assert wds2idx_path(str(tmp_path / "a-0.tar")) == str(tmp_path / "a-0.idx")
+    assert wds2idx_path(str(tmp_path / "b.0.tar")) is None  # b.idx: whose? not used
+    assert wds2idx_path(str(tmp_path / "c.tar")) == str(tmp_path / "c.tar.idx")
+
+
 def _bad(shard: Path, text: str) -> Path:
     idx = Path(str(shard) + ".idx")  # <shard>.idx is looked for too
     idx.write_text(text)
