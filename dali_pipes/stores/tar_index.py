@@ -167,7 +167,8 @@ def _check_member_header(header: bytes, idx: str, shard: str, name: str, size: i
         found_size = int(header[124:136].rstrip(b"\0 ").decode() or "-1", 8)
     except ValueError:
         found_size = -1
-    if len(header) < 512 or found_size != size or not name.endswith(found):
+    long_name = len(name.encode()) > 100  # in a pax or GNU long-name record instead
+    if len(header) < 512 or found_size != size or not (long_name or name.endswith(found)):
         raise FormatError(idx, f"member {name}", f"the index does not describe {shard} (no "
                           "such tar header at its offset): rebuild it with wds2idx or delete "
                           "it", value=(found, found_size), expected=(name, size))
