@@ -8,18 +8,23 @@ Names that are not valid UTF-8 are kept as the surrogate-escaped str `os.scandir
 which every `open()` accepts; digests encode them with `os.fsencode`.
 
 Each file's size and modification time come from the listing's own `stat`, so the listing
-digest (`ClassFolderListing.digest`) sees files replaced under the same name.
+digest (`ClassFolderListing.digest`) sees files replaced under the same name. The paths are
+kept in numpy arrays (`dali_pipes.sources.names.PathTable`), not one Python str per file.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import warnings
-from collections.abc import Sequence
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from dali_pipes.sources.names import PathTable, PathTableBuilder
 
 PathLike = str | os.PathLike
 
@@ -78,7 +83,7 @@ class ClassFolderListing:
 
     roots: tuple[str, ...]
     classes: tuple[str, ...]
-    files: tuple[str, ...]
+    files: PathTable  # a sequence of str: files[i] is the path of sample i
     labels: np.ndarray  # int64, one per file
     source_ids: np.ndarray  # int64, one per file: the position of its root in `roots`
     ignored: tuple[str, ...]  # entries present but not samples
@@ -108,8 +113,8 @@ def listing_digest(files: Sequence[str], roots: Sequence[str], source_ids: np.nd
     """
     names = hashlib.sha256()
     prefixes = [os.path.join(os.fsencode(r), b"") for r in roots]
-    for path, source in zip(files, np.asarray(source_ids).tolist(), strict=True):
-        raw, prefix = os.fsencode(path), prefixes[source]
+    for raw, source in zip(_raw_paths(files), np.asarray(source_ids).tolist(), strict=True):
+        prefix = prefixes[source]
         names.update(raw[len(prefix):] if raw.startswith(prefix) else os.path.basename(raw))
         names.update(b"\0")
     stats = hashlib.sha256(np.asarray(sizes, np.int64).tobytes())
@@ -117,6 +122,15 @@ def listing_digest(files: Sequence[str], roots: Sequence[str], source_ids: np.nd
     stats.update(extra)
     return (f"{len(files)} files, sha256 {names.hexdigest()[:32]} (names), sizes+mtimes "
             f"sha256 {stats.hexdigest()[:32]}")
+
+
+def _raw_paths(files: Sequence[str]) -> Iterator[bytes]:
+    """The paths of `files` as fs-encoded bytes (a PathTable gives them without decoding)."""
+    if not isinstance(files, PathTable):
+        yield from map(os.fsencode, files)
+        return
+    for lo in range(0, len(files), 65536):
+        yield from files.raw_chunk(lo, min(lo + 65536, len(files)))
 
 
 def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozenset[str] | None,
@@ -141,24 +155,40 @@ def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozense
     per_root = [_class_dirs(root, kind, ignored) for root in roots]
     classes = sorted({name for names in per_root for name in names})
     class_id = {name: i for i, name in enumerate(classes)}
-    files, labels, sources, stats = [], [], [], []
+    found = _Found()
     for source, (root, names) in enumerate(zip(roots, per_root, strict=True)):
-        found = _list_files(root, names, extensions, ignored, recursive)
-        if not found:
+        before = len(found.labels)
+        _list_files(root, names, extensions, ignored, recursive,
+                    functools.partial(found.add, class_id, source))
+        if len(found.labels) == before:
             looked = "sample folders" if extensions is None else ", ".join(sorted(extensions))
             raise ValueError(f"{root}: {len(names)} class folders but no {kind} files "
                              f"(looked for {looked})")
-        for name, path, stat in found:
-            files.append(path)
-            labels.append(class_id[name])
-            sources.append(source)
-            stats.append(stat)
-    stat_arr = np.asarray(stats, dtype=np.int64).reshape(-1, 2)
-    return ClassFolderListing(tuple(map(str, roots)), tuple(classes), tuple(files),
-                              np.asarray(labels, dtype=np.int64),
-                              np.asarray(sources, dtype=np.int64),
+    return ClassFolderListing(tuple(map(str, roots)), tuple(classes), found.paths.build(),
+                              _int64(found.labels), _int64(found.sources),
                               tuple(p for p, _ in ignored), tuple(r for _, r in ignored),
-                              stat_arr[:, 0].copy(), stat_arr[:, 1].copy())
+                              _int64(found.sizes), _int64(found.mtimes))
+
+
+class _Found:
+    """The samples found so far, in compact buffers (no Python object kept per file)."""
+
+    def __init__(self) -> None:
+        self.paths = PathTableBuilder()
+        self.labels, self.sources = array("q"), array("q")
+        self.sizes, self.mtimes = array("q"), array("q")
+
+    def add(self, class_id: dict[str, int], source: int, name: str, path: str,
+            stat: tuple[int, int]) -> None:
+        self.paths.add(path)
+        self.labels.append(class_id[name])
+        self.sources.append(source)
+        self.sizes.append(stat[0])
+        self.mtimes.append(stat[1])
+
+
+def _int64(values: array) -> np.ndarray:
+    return np.frombuffer(values, np.int64) if len(values) else np.zeros(0, np.int64)
 
 
 def _class_dirs(root: Path, kind: str, ignored: list[tuple[str, str]]) -> list[str]:
@@ -211,9 +241,9 @@ def _is_dir(entry: os.DirEntry) -> bool:
 
 
 def _list_files(root: Path, names: list[str], extensions: frozenset[str] | None,
-                ignored: list[tuple[str, str]], recursive: bool = False
-                ) -> list[tuple[str, str, tuple[int, int]]]:
-    found = []
+                ignored: list[tuple[str, str]], recursive: bool,
+                add: Callable[[str, str, tuple[int, int]], None]) -> None:
+    """Call `add(class name, path, (size, mtime_ns))` for each sample, in listing order."""
     for name in names:
         folder = os.path.join(root, name)
         try:
@@ -231,7 +261,6 @@ def _list_files(root: Path, names: list[str], extensions: frozenset[str] | None,
                 except OSError as exc:  # removed or broken since the directory was read
                     ignored.append((entry.path, f"cannot stat: {exc.strerror or exc}"))
                     continue
-                found.append((name, entry.path, (st.st_size, st.st_mtime_ns)))
+                add(name, entry.path, (st.st_size, st.st_mtime_ns))
             else:
                 ignored.append((entry.path, why))
-    return found

@@ -7,6 +7,11 @@ naming the URL, the status where there is one, and the attempts. With `cache_dir
 through a bounded block cache (`dali_pipes.stores.block_cache`). The file system object is
 made per process (after a fork too) on first use, so a store pickles into DataLoader workers
 and DALI's parallel external_source workers and each opens its own connections.
+
+Folders behind URLs: `list_objects` lists every object under a prefix, with sizes and
+versions, in one listing call (`fs.find(..., detail=True)`), and `read_object` reads a whole
+listed object through the same retries, timeouts and block cache. HTTP(S) servers have no
+listing an fsspec file system can rely on, so `list_objects` refuses them.
 """
 from __future__ import annotations
 
@@ -71,9 +76,7 @@ class FsspecStore:
         if url in self._stats:
             return self._stats[url]
         info = self._call(url, "stat", lambda fs, path: fs.info(path))
-        tag = next((str(info[k]) for k in ("ETag", "etag", "LastModified", "mtime",
-                                           "last_modified") if info.get(k)), "")
-        stat = int(info["size"]), int(hashlib.sha256(tag.encode()).hexdigest()[:15], 16)
+        stat = int(info["size"]), _version(info)
         self._stats[url] = stat
         return stat
 
@@ -102,6 +105,43 @@ class FsspecStore:
         found = self._call(pattern, "list", lambda fs, path: fs.glob(path))
         return sorted(p if "://" in p else f"{protocol}://{p}" for p in found)
 
+    def list_objects(self, url: str) -> list[tuple[str, int, int]]:
+        """(URL, size, version) of every object under the folder `url`, at any depth, in
+        sorted order, from one listing call (`fs.find` with details: no stat per object).
+
+        ValueError for http(s) URLs (a web server's folders cannot be listed reliably);
+        StoreError, naming the URL, when the listing fails (403, unreachable, ...).
+        """
+        protocol = url.split("://", 1)[0]
+        if protocol in ("http", "https"):
+            raise ValueError(f"{url}: folders behind {protocol}:// cannot be listed; use "
+                             "WebDataset shards (a .tar URL, a brace pattern or a list; "
+                             "`python -m dali_pipes.pack` writes them) or a store that lists "
+                             "its objects (s3://, gs://, ...)")
+        found = self._call(url, "list", lambda fs, path: fs.find(path, detail=True))
+        out = []
+        for path, info in found.items():
+            if info.get("type", "file") != "file":
+                continue
+            full = path if "://" in path else f"{protocol}://{path.lstrip('/')}"
+            out.append((full, int(info["size"]), _version(info)))
+        return sorted(out)
+
+    def read_object(self, url: str, size: int, version: int) -> np.ndarray:
+        """The whole object `url` (uint8), known from a listing to hold `size` bytes at
+        `version`: through the block cache when there is one (no stat asked). EOFError,
+        naming the URL, when the object no longer holds `size` bytes."""
+        def fetch(start: int, end: int) -> bytes:
+            data = self._fetch(url, start, end)
+            if len(data) != end - start:
+                raise EOFError(f"{url}: bytes {start}..{end} requested, got {len(data)} (the "
+                               f"object changed since it was listed with {size} bytes)")
+            return data
+        if self.cache is not None:
+            return self.cache.read(url, version, size, 0, size, fetch)
+        return np.frombuffer(fetch(0, size), np.uint8).copy() if size else \
+            np.zeros(0, np.uint8)
+
     def _fetch(self, url: str, start: int, end: int) -> bytes:
         return self._call(url, f"read of bytes {start}..{end}",
                           lambda fs, path: fs.cat_file(path, start=start, end=end))
@@ -129,6 +169,13 @@ class FsspecStore:
                 self._fs[protocol].retries = 1  # s3fs's own retries off: ours count
         fs = self._fs[protocol]
         return fs, (url if protocol in ("http", "https") else fs._strip_protocol(url))
+
+
+def _version(info: dict) -> int:
+    """A number that changes when the object does: from its ETag or modification time."""
+    tag = next((str(info[k]) for k in ("ETag", "etag", "LastModified", "mtime",
+                                       "last_modified") if info.get(k)), "")
+    return int(hashlib.sha256(tag.encode()).hexdigest()[:15], 16)
 
 
 def _with_timeouts(protocol: str, options: dict, timeout: float) -> dict:

@@ -4,9 +4,13 @@ A WebDataset shard is a plain tar file whose members are `<key>.<ext>`; consecut
 with the same key form one sample (`a.jpg` + `a.cls`). The index of a shard holds, per
 sample, the image member's name, data offset and size, and the label read from its `.cls`
 (an integer) or `.json` (`{"label": int}`) member, all in numpy arrays. It is built on first
-use with a walk over the tar headers (Python's `tarfile`), saved as `<shard>.index.npz` next
-to the shard (or under `index_dir` where the shard's folder is not writable) and rebuilt
-when the shard's size or mtime no longer match the ones it was built from.
+use from the `.idx` file DALI's `wds2idx` tool wrote beside a local shard, where there is one
+(`dali_pipes.stores.wds2idx`: checked, and the tar headers of its first and last members
+read to see that it describes this shard), else with a walk over the tar headers (Python's
+`tarfile`); either way the same rules group members into samples. It is saved as
+`<shard>.index.npz` next to the shard (or under `index_dir` where the shard's folder is not
+writable) and rebuilt when the shard's size or mtime no longer match the ones it was built
+from.
 
 Labels: -1 means the sample has no label member, -2 a label member that is no integer;
 offset -1 means no image member. Such samples stay in the index (nothing is dropped
@@ -26,6 +30,7 @@ import numpy as np
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.stores.local import LocalStore
+from dali_pipes.stores.wds2idx import read_wds2idx, wds2idx_path
 
 INDEX_VERSION = 1
 IMAGE_EXTS = frozenset({"jpg", "jpeg", "jpe", "jfif", "png", "webp", "bmp", "gif", "tif",
@@ -87,8 +92,12 @@ def load_index(shard: str, *, index_dir: str | None = None, store=None) -> Shard
 
 
 def build_index(shard: str, *, size: int, mtime_ns: int, store=None) -> ShardIndex:
-    """Walk the tar headers of `shard` and group members into samples (see module doc)."""
-    groups, ignored, truncated = _walk(shard, size, store or LocalStore())
+    """Group the members of `shard` into samples (see module doc): from its `wds2idx`
+    index where a local shard has one, else by walking its tar headers."""
+    store = store or LocalStore()
+    idx = wds2idx_path(shard) if "://" not in shard else None
+    found = _from_wds2idx(shard, idx, size, store) if idx else None
+    groups, ignored, truncated = found or _walk(shard, size, store)
     names, offsets, sizes, labels = [], [], [], []
     for key, members in groups:
         image = next((members[e] for e in members if e.lower() in IMAGE_EXTS), None)
@@ -119,39 +128,83 @@ def _walk(shard: str, size: int, store) -> tuple[list, int, bool]:
 
 
 def _group_members(tar: tarfile.TarFile, f, shard: str) -> tuple[list, int, bool]:
+    cut: list[bool] = []
+
+    def files():
+        while True:
+            try:
+                info = tar.next()
+            except (tarfile.ReadError, EOFError):
+                cut.append(True)
+                return
+            if info is None:
+                return
+            if info.isfile():
+                yield info.name, info.offset_data, info.size
+
+    groups, ignored = _group(files(), shard, lambda offset, size: _read_small(f, offset, size))
+    return groups, ignored, bool(cut)
+
+
+def _from_wds2idx(shard: str, idx: str, size: int, store) -> tuple[list, int, bool] | None:
+    """Members grouped as `_walk` groups them, from the `wds2idx` index `idx` (None for an
+    index without member names). FormatError when the index does not describe the shard."""
+    members = read_wds2idx(idx, size)
+    if members is None:
+        return None
+    with store.open(shard) as f:
+        for name, offset, member_size in (members[0], members[-1]):
+            f.seek(offset - 512)
+            _check_member_header(f.read(512), idx, shard, name, member_size)
+        groups, ignored = _group(members, shard,
+                                 lambda offset, n: _read_small(f, offset, n))
+    return groups, ignored, False
+
+
+def _check_member_header(header: bytes, idx: str, shard: str, name: str, size: int) -> None:
+    found = header[:100].rstrip(b"\0").decode("utf-8", "surrogateescape")
+    try:
+        found_size = int(header[124:136].rstrip(b"\0 ").decode() or "-1", 8)
+    except ValueError:
+        found_size = -1
+    long_name = len(name.encode()) > 100  # in a pax or GNU long-name record instead
+    if len(header) < 512 or found_size != size or not (long_name or name.endswith(found)):
+        raise FormatError(idx, f"member {name}", f"the index does not describe {shard} (no "
+                          "such tar header at its offset): rebuild it with wds2idx or delete "
+                          "it", value=(found, found_size), expected=(name, size))
+
+
+def _group(members, shard: str, read_label) -> tuple[list, int]:
+    """[(key, {ext: (offset, size, name, label bytes or None)})] in member order and the
+    count of ignored members, from (name, data offset, size) of each regular file."""
     groups: list = []
     seen: set[str] = set()
     ignored = 0
-    while True:
-        try:
-            info = tar.next()
-        except (tarfile.ReadError, EOFError):
-            return groups, ignored, True
-        if info is None:
-            return groups, ignored, False
-        split = _KEY_EXT.match(info.name)
-        if not info.isfile() or split is None or os.path.basename(info.name)[:1] == ".":
-            ignored += info.isfile()
+    for name, offset, size in members:
+        split = _KEY_EXT.match(name)
+        if split is None or os.path.basename(name)[:1] == ".":
+            ignored += 1
             continue
         key, ext = split.groups()
         if not groups or groups[-1][0] != key:
             if key in seen:
-                raise FormatError(shard, f"member {info.name}", f"duplicate key {key!r}: "
+                raise FormatError(shard, f"member {name}", f"duplicate key {key!r}: "
                                   "its members are not consecutive (or it occurs twice)")
             seen.add(key)
             groups.append((key, {}))
         if ext in groups[-1][1]:
-            raise FormatError(shard, f"member {info.name}", "duplicate member")
-        label = _read_small(f, info) if ext in LABEL_EXTS else None
-        groups[-1][1][ext] = (info.offset_data, info.size, info.name, label)
+            raise FormatError(shard, f"member {name}", "duplicate member")
+        label = read_label(offset, size) if ext in LABEL_EXTS else None
+        groups[-1][1][ext] = (offset, size, name, label)
+    return groups, ignored
 
 
-def _read_small(f, info) -> bytes | None:
-    if info.size > 4096:
+def _read_small(f, offset: int, size: int) -> bytes | None:
+    if size > 4096:
         return None
-    f.seek(info.offset_data)
-    data = f.read(info.size)
-    return data if len(data) == info.size else None
+    f.seek(offset)
+    data = f.read(size)
+    return data if len(data) == size else None
 
 
 def _missing_end(f, offset: int, size: int) -> bool:

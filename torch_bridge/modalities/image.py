@@ -23,7 +23,9 @@ from dali_pipes.recipes import (
     size_at,
 )
 from dali_pipes.sources.hf import image_source
+from dali_pipes.sources.image import ImageFolderSource, class_folder_objects, remote_roots
 from dali_pipes.sources.shards import ShardSource, is_shard_data
+from dali_pipes.stores.remote import FsspecStore
 from torch_bridge.erasing import erase_batch
 from torch_bridge.errors import SampleGuard
 from torch_bridge.mixing import mix_batch
@@ -52,8 +54,9 @@ class ImageModality(SourceModality):
     both backends, before decoding (default PIL's 89,478,485; None: no limit).
     `image_column` / `label_column` (with `data` a Hugging Face `datasets.Dataset` only;
     default "image" / "label"): see dali_pipes.sources.hf.
-    For WebDataset shards (local or URLs): `storage_options` (for fsspec), `cache_dir` and
-    `cache_limit` (bytes)."""
+    For data behind URLs (WebDataset shards, or class folders in a listable store such as
+    `s3://bucket/train/`): `storage_options` (for fsspec), `cache_dir` and `cache_limit`
+    (bytes)."""
 
     name = "image"
     dali_outputs = image_graph.OUTPUTS
@@ -282,12 +285,16 @@ def _check_size_type(size) -> None:
 
 
 def _image_source(data, max_pixels, image_column, label_column, remote: dict):
-    """WebDataset shards (local or URLs, sources/shards.py), a Hugging Face dataset or
-    class folders (sources/hf.py)."""
+    """WebDataset shards (local or URLs, sources/shards.py), class folders behind URLs
+    (sources/image.py), a Hugging Face dataset or local class folders (sources/hf.py)."""
     if is_shard_data(data):
-        return ShardSource(data, remote=remote, max_pixels=max_pixels)
+        store = FsspecStore(**remote) if remote_roots(data) else None
+        objects = class_folder_objects(data, store) if store is not None else None
+        if store is not None and objects is not None:
+            return ImageFolderSource(data, max_pixels=max_pixels, store=store, objects=objects)
+        return ShardSource(data, store=store, remote=remote, max_pixels=max_pixels)
     if any(v is not None for v in remote.values()):
-        raise ValueError("storage_options, cache_dir and cache_limit apply to shard URLs")
+        raise ValueError("storage_options, cache_dir and cache_limit apply to URLs only")
     return image_source(data, max_pixels=max_pixels, image_column=image_column,
                         label_column=label_column)
 

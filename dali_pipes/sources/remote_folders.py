@@ -1,0 +1,101 @@
+"""Class folders behind URLs (`s3://bucket/train/<class>/<file>`, any listable fsspec store).
+
+One listing call per root (`FsspecStore.list_objects`: names, sizes and versions of every
+object under it), turned into the same `ClassFolderListing` a local folder gives, by the
+same rules: classes are the visible first-level folders in sorted order (ids over the
+sorted union of all roots), files in sub-folders of a class belong to it (folders in
+sorted path order, files sorted within each, as the local walk), hidden entries and other
+extensions are reported in `ignored`, objects directly under a root are not samples. The
+listing's `mtimes_ns` hold each object's version (from its ETag or modification time), so
+the digest changes when an object is replaced under the same name.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from dali_pipes.sources.folders import ClassFolderListing
+from dali_pipes.sources.names import PathTableBuilder
+
+Objects = list[tuple[str, int, int]]  # (URL, size, version) of each object under a root
+
+
+def list_remote_class_folders(urls: Sequence[str], objects: Sequence[Objects],
+                              extensions: frozenset[str], kind: str, *,
+                              recursive: bool = True) -> ClassFolderListing:
+    """The listing of class folders under each of `urls` (one source per URL).
+
+    Args:
+        urls: the roots.
+        objects: per root, every object under it (`FsspecStore.list_objects`).
+        extensions, kind, recursive: as for `list_class_folders`.
+
+    Returns:
+        The listing; ValueError names a URL with no class folders or no `kind` files.
+    """
+    roots = [u.rstrip("/") for u in urls]
+    if not roots:
+        raise ValueError("data: expected a URL or a non-empty list of URLs")
+    ignored: list[tuple[str, str]] = []
+    per_root = [_samples(root, found, extensions, recursive, ignored)
+                for root, found in zip(roots, objects, strict=True)]
+    classes = sorted({name for found in per_root for name in found})
+    class_id = {name: i for i, name in enumerate(classes)}
+    paths, labels, sources, sizes, versions = PathTableBuilder(), [], [], [], []
+    for source, (root, found) in enumerate(zip(roots, per_root, strict=True)):
+        if not found:
+            raise ValueError(f"{root}: no class folders (expected {root}/<class>/<{kind} "
+                             "files>)")
+        if not any(found.values()):
+            raise ValueError(f"{root}: {len(found)} class folders but no {kind} files "
+                             f"(looked for {', '.join(sorted(extensions))})")
+        for name in sorted(found):
+            for url, size, version in found[name]:
+                paths.add(url)
+                labels.append(class_id[name])
+                sources.append(source)
+                sizes.append(size)
+                versions.append(version)
+    return ClassFolderListing(tuple(roots), tuple(classes), paths.build(),
+                              np.asarray(labels, np.int64), np.asarray(sources, np.int64),
+                              tuple(p for p, _ in ignored), tuple(r for _, r in ignored),
+                              np.asarray(sizes, np.int64), np.asarray(versions, np.int64))
+
+
+def _samples(root: str, objects: list[tuple[str, int, int]], extensions: frozenset[str],
+             recursive: bool, ignored: list[tuple[str, str]]
+             ) -> dict[str, list[tuple[str, int, int]]]:
+    """{class name: [(url, size, version)] in listing order} for the objects under `root`."""
+    found: dict[str, list[tuple[str, str, tuple[str, int, int]]]] = {}
+    prefix = root + "/"
+    for url, size, version in objects:
+        if not url.startswith(prefix) or url.endswith("/"):
+            continue  # elsewhere, or a folder marker object
+        parts = url[len(prefix):].split("/")
+        if len(parts) < 2 or parts[0].startswith("."):
+            continue  # not in a class folder, or in a hidden one: as the local listing
+        if any(p.startswith(".") for p in parts[1:-1]) or (len(parts) > 2 and not recursive):
+            continue  # hidden sub-folders are not walked
+        entries = found.setdefault(parts[0], [])
+        why = _why_not(parts[-1], extensions)
+        if why:
+            ignored.append((url, why))
+            continue
+        entries.append((url.rsplit("/", 1)[0], parts[-1], (url, size, version)))
+    return {name: [e[2] for e in sorted(entries, key=lambda e: (e[0], e[1]))]
+            for name, entries in found.items()}
+
+
+def holds_shards(url: str, objects: Objects) -> bool:
+    """Whether `objects` (listed under `url`) hold `.tar` files directly under it."""
+    prefix = url.rstrip("/") + "/"
+    return any(u.startswith(prefix) and "/" not in u[len(prefix):] and u.endswith(".tar")
+               for u, _, _ in objects)
+
+
+def _why_not(name: str, extensions: frozenset[str]) -> str | None:
+    if name.startswith("."):
+        return "hidden"
+    _, dot, suffix = name.rpartition(".")
+    return None if dot and "." + suffix.lower() in extensions else "other extension"
