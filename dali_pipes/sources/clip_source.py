@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from dali_pipes.clips import clip_frame_indices, clip_lengths, clip_span, clip_starts
+from dali_pipes.sources.names import PathTable
 
 
 class ClipSource:
@@ -29,8 +30,10 @@ class ClipSource:
         self.views_per_video = self.clips_per_video * self.crops
 
     def _set_listing(self, files, labels, source_ids) -> None:
-        """One entry per video; labels and source ids are repeated per view."""
-        self.files = tuple(files)
+        """One entry per video; labels and source ids are repeated per view. `files` is kept
+        as given (a folder listing's numpy-backed `PathTable` stays compact; a list or tuple
+        of str works as well)."""
+        self.files = files if isinstance(files, (tuple, PathTable)) else tuple(files)
         self.labels = np.repeat(np.asarray(labels, np.int64), self.views_per_video)
         self.source_ids = np.repeat(np.asarray(source_ids, np.int64), self.views_per_video)
 
