@@ -117,18 +117,18 @@ FUSION = {
     **SOURCE_ID,  # always present for fusion (0 for a single folder)
 }
 
-# N: the batch's largest box count (padding 0 / False); C of "boxes": x1, y1, x2, y2 in
-# output pixels; C of "orig_size": the file's (height, width).
+# N: the batch's largest box count (padding 0 / False). With masks=True batches also hold
+# DETECTION_MASKS. Geometry and options: docs/detection.md.
 DETECTION = {
-    "image": ("float32", "BCHW"),
-    "boxes": ("float32", "BNC"),
+    "image": ("float32", "BCHW"),  # normalized RGB canvas, 0 where it holds no image pixels
+    "boxes": ("float32", "BNC"),  # x1, y1, x2, y2 in pixels of the output image
     "labels": ("int64", "BN"),  # contiguous ids in sorted order of the COCO category ids
-    "num_boxes": ("int64", "B"),
-    "box_valid": ("bool", "BN"),
+    "num_boxes": ("int64", "B"),  # real boxes of each sample (the first num_boxes rows)
+    "box_valid": ("bool", "BN"),  # True at real boxes
     "iscrowd": ("bool", "BN"),  # all False unless crowd="keep"
     "dropped_boxes": ("int64", "B"),  # boxes the crop / clip left too small (min_box_size)
-    "image_id": ("int64", "B"),
-    "orig_size": ("int64", "BC"),
+    "image_id": ("int64", "B"),  # the COCO image id
+    "orig_size": ("int64", "BC"),  # (height, width) of the file
     "index": ("int64", "B"),
 }
 DETECTION_MASKS = {"masks": ("uint8", "BNHW")}  # with masks=True: one per box, 0 / 1
