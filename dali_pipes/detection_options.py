@@ -65,13 +65,10 @@ def _size(size) -> tuple[int, int]:
     return _pair("size", size, lo=1, ints=True)
 
 
-def _unit(name: str, value, *, none: bool = False) -> float | None:
-    if value is None and none:
-        return None
+def _unit(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
             or not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name}={value!r}: expected a number in [0, 1]"
-                         + (" or None" if none else ""))
+        raise ValueError(f"{name}={value!r}: expected a number in [0, 1]")
     return float(value)
 
 
@@ -100,7 +97,8 @@ def detection_options(*, size=512, train: bool = True, fit: str = "longer",
         if not isinstance(pad_to_multiple, (int, np.integer)) or pad_to_multiple < 1:
             raise ValueError(f"pad_to_multiple={pad_to_multiple!r}: expected a positive int "
                              f"or None")
-        canvas = tuple(-(-c // pad_to_multiple) * pad_to_multiple for c in canvas)
+        canvas = (-(-canvas[0] // pad_to_multiple) * pad_to_multiple,
+                  -(-canvas[1] // pad_to_multiple) * pad_to_multiple)
     if isinstance(crop_attempts, bool) or not isinstance(crop_attempts, (int, np.integer)) \
             or crop_attempts < 1:
         raise ValueError(f"crop_attempts={crop_attempts!r}: expected an int >= 1")
@@ -110,7 +108,8 @@ def detection_options(*, size=512, train: bool = True, fit: str = "longer",
     return DetectionOptions(
         size=hw, train=bool(train), fit=fit, max_size=max_size,
         pad_to_multiple=pad_to_multiple, scale=_pair("scale", scale, lo=0.0, hi=1.0),
-        ratio=_pair("ratio", ratio, lo=0.0), min_iou=_unit("min_iou", min_iou, none=True),
+        ratio=_pair("ratio", ratio, lo=0.0),
+        min_iou=None if min_iou is None else _unit("min_iou", min_iou),
         crop_attempts=int(crop_attempts), hflip=_unit("hflip", hflip),
         scale_jitter=None if scale_jitter is None else _pair("scale_jitter", scale_jitter,
                                                              lo=0.0),

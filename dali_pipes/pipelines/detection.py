@@ -52,7 +52,9 @@ def build_detection_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
         pixels = _decode_window(images, anchor, shape, device, config)
         pixels = fn.resize(pixels, device=device, size=resized, antialias=config.antialias,
                            interp_type=types.INTERP_LINEAR)
-        pixels = fn.crop_mirror_normalize(pixels, device=device, mirror=mirror,
+        # DALI's stubs type resize's one output as DataNode | Sequence | None
+        pixels = fn.crop_mirror_normalize(pixels,  # type: ignore[arg-type]
+                                          device=device, mirror=mirror,
                                           dtype=types.FLOAT, output_layout="CHW",
                                           mean=list(mean), std=list(std))
         pixels = fn.slice(pixels, offset, list(canvas),

@@ -164,7 +164,7 @@ def test_readme_conversion_trains_faster_rcnn_one_step(folder):
     from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
     loader = _loader(folder, "dali", batch_size=2, seed=0)
     batch = next(iter(loader))
-    targets = [{"boxes": b[:n], "labels": l[:n] + 1} for b, l, n in
+    targets = [{"boxes": b[:n], "labels": l[:n] + 1} for b, l, n in  # noqa: E741 (README's)
                zip(batch["boxes"], batch["labels"], batch["num_boxes"], strict=True)]
     torch.manual_seed(0)
     model = fasterrcnn_mobilenet_v3_large_320_fpn(

@@ -20,7 +20,8 @@ def test_names_and_kinds():
     assert set(registry.KINDS) == {"image", "video", "frames", "hyperspectral", "fusion",
                                    "detection"}
     assert registry.KINDS["frames"][0] is registry.get("video")
-    with pytest.raises(ValueError, match=r"'audio'.*image, video, hyperspectral, fusion, detection"):
+    with pytest.raises(ValueError,
+                       match=r"'audio'.*image, video, hyperspectral, fusion, detection"):
         registry.get("audio")
 
 
