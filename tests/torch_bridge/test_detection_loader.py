@@ -4,6 +4,7 @@ box accounting, options, and the README's Faster R-CNN conversion."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -176,3 +177,32 @@ def test_readme_conversion_trains_faster_rcnn_one_step(folder):
     loss.backward()
     assert torch.isfinite(loss) and set(losses) >= {"loss_classifier", "loss_box_reg"}
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_annotation_without_segmentation_is_a_bad_sample_with_masks(folder, tmp_path,
+                                                                      backend):
+    copy = shutil.copytree(folder, tmp_path / "c")
+    doc = json.loads((copy / "instances.json").read_text())
+    victim = next(a for a in doc["annotations"] if a["image_id"] == 30 and not a["iscrowd"])
+    del victim["segmentation"]
+    (copy / "instances.json").write_text(json.dumps(doc))
+    assert len(list(_loader(copy, backend))) == 3  # without masks nothing needs it
+    loader = _loader(copy, backend, masks=True, on_error="skip", shuffle=False)
+    seen = [i for b in loader for i in b["index"].tolist()]
+    assert seen == [0, 1, 3, 4, 5, 6, 7, 8]
+    assert [(s.index, bool(re.search(rf"annotation {victim['id']}\.segmentation: missing",
+                                     s.reason))) for s in loader.skipped] == [(2, True)]
+
+
+@pytest.mark.gpu
+def test_gpu_graph_matches_the_cpu_backend(folder):
+    """On a GPU: nvJPEG + GPU resize against DALI's CPU backend on the same plan."""
+    cpu, gpu = (_all(_loader(folder, "dali", seed=2, masks=True, device=d))
+                for d in ("cpu", "cuda"))
+    for a, b in zip(cpu, gpu, strict=True):
+        for name in a:
+            got = b[name].cpu()
+            if name == "image":
+                assert (a[name] - got).abs().mean() < 0.05
+            else:
+                assert torch.equal(a[name], got), name
