@@ -224,3 +224,19 @@ def resample_masks(masks: np.ndarray, geometry: Geometry) -> np.ndarray:
     out = masks[:, src_y[:, None], src_x[None, :]]
     out *= (inside_y[:, None] & inside_x[None, :]).astype(np.uint8)
     return np.ascontiguousarray(out, dtype=np.uint8)
+
+
+def semantic_map(masks: np.ndarray, labels: np.ndarray, geometry: Geometry) -> np.ndarray:
+    """(H, W) uint8 on the canvas from resampled masks (N, H, W) and their labels (N,):
+    label + 1 of the last annotation covering each pixel, 0 for none, 255 outside the
+    image content (padding)."""
+    h, w = geometry.canvas
+    n = len(labels)
+    top = (masks.astype(np.int64) * np.arange(1, n + 1)[:, None, None]).max(axis=0) \
+        if n else np.zeros((h, w), np.int64)
+    values = np.concatenate([[0], np.asarray(labels, np.int64) + 1]).astype(np.uint8)
+    out = values[top]
+    ch, cw = (int(v) for v in geometry.content()[0])
+    out[ch:, :] = 255
+    out[:, cw:] = 255
+    return out

@@ -76,6 +76,7 @@ DETECTION_INPUTS = (Input("images", "uint8", 1), Input("anchor", "int32", 1),
                     Input("box_valid", "bool", 1), Input("iscrowd", "bool", 1),
                     *_scalars("int64", "num_boxes", "dropped_boxes"))
 DETECTION_MASK_INPUT = Input("masks", "uint8", 3)
+DETECTION_SEMANTIC_INPUT = Input("semantic", "uint8", 2)
 
 
 # The frame-folder graph decodes a batch's B x T frames in one decoder: one graph sample
@@ -132,6 +133,9 @@ DETECTION = {
     "index": ("int64", "B"),
 }
 DETECTION_MASKS = {"masks": ("uint8", "BNHW")}  # with masks=True: one per box, 0 / 1
+# with semantic=True: label + 1 of the last annotation covering each pixel, 0 background,
+# 255 outside the image content (padding)
+DETECTION_SEMANTIC = {"semantic": ("uint8", "BHW")}
 
 LENGTHS = {  # pad="variable" clips: batches padded to their longest clip
     "length": ("int64", "B"),  # real frames of each clip

@@ -112,3 +112,15 @@ def test_masks_follow_the_boxes():
 def test_bad_options_name_option_value_and_range(option, value, match):
     with pytest.raises(ValueError, match=match):
         detection_options(**{option: value})
+
+
+def test_semantic_map_paints_in_annotation_order_and_marks_padding():
+    g = geo.Geometry(np.array([[0, 0, 4, 4]]), np.array([[4, 4]]), np.zeros((1, 2), int),
+                     np.array([False]), (4, 6))
+    masks = np.zeros((2, 4, 6), np.uint8)
+    masks[0, :2, :2] = 1
+    masks[1, 1:3, 1:3] = 1
+    out = geo.semantic_map(masks, np.array([4, 0]), g)
+    assert out.tolist() == [[5, 5, 0, 0, 255, 255], [5, 1, 1, 0, 255, 255],
+                            [0, 1, 1, 0, 255, 255], [0, 0, 0, 0, 255, 255]]
+    assert geo.semantic_map(masks[:0], np.zeros(0, int), g)[0].tolist() == [0] * 4 + [255] * 2

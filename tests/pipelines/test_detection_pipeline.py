@@ -14,7 +14,7 @@ from dali_pipes.pipelines.detection import build_detection_pipeline, outputs
 @pytest.mark.parametrize("masks", [False, True])
 def test_gpu_graph_is_defined(preset, masks):
     pipe = build_detection_pipeline(device="gpu", batch_size=2, canvas=(64, 48),
-                                    config=load_config(preset), masks=masks)
+                                    config=load_config(preset), masks=masks, semantic=masks)
     assert pipe is not None
 
 

@@ -55,7 +55,7 @@ def _unmapped(batches, canvas=(SIZE, SIZE)):
                                      dict(train=True, scale_jitter=(0.3, 2.0), masks=True),
                                      dict(train=True, min_iou=0.3, crowd="keep"),
                                      dict(train=False, fit="shorter", size=40,
-                                          pad_to_multiple=32, masks=True)])
+                                          pad_to_multiple=32, masks=True, semantic=True)])
 def test_backends_give_equal_targets_and_masks(folder, options):
     dali, ref = (_all(_loader(folder, b, seed=3, **options)) for b in ("dali", "torch"))
     assert len(dali) == len(ref) == 3
@@ -68,6 +68,20 @@ def test_backends_give_equal_targets_and_masks(folder, options):
                 assert torch.equal(a[name], b[name]), name
     if options.get("masks"):
         _masks_within_boxes(dali[0], _loader(folder, "dali", seed=3, **options))
+    if options.get("semantic"):
+        _semantic_follows_masks(dali[0])
+
+
+def _semantic_follows_masks(batch) -> None:
+    """Pixels of a mask carry a label + 1; padding (outside the image) is 255."""
+    for row, n in enumerate(batch["num_boxes"].tolist()):
+        sem, masks = batch["semantic"][row], batch["masks"][row, :n].bool()
+        h, w = batch["orig_size"][row].tolist()
+        for k in range(n):
+            assert (sem[masks[k]] >= 1).all() and (sem[masks[k]] <= 3).all()
+        inside = (batch["image"][row] != 0).any(0)
+        assert (sem[~inside] == 255).all() and (sem[inside] != 255).all()
+        assert (sem == 255).any()  # fit="shorter" on a square canvas always pads
 
 
 def _masks_within_boxes(batch, loader) -> None:

@@ -42,7 +42,9 @@ class DetectionModality(SourceModality):
     large-scale jitter instead of the crop), `min_box_size` (boxes narrower or lower than
     this many output pixels are dropped and counted in "dropped_boxes", default 1),
     `crowd` ("drop", default, or "keep": flagged in "iscrowd"), `masks` (True: "masks"
-    uint8 (B, N, H, W)) and `max_pixels` (as for images). `loader.classes` holds the
+    uint8 (B, N, H, W)), `semantic` (True: "semantic" uint8 (B, H, W), label + 1 of the
+    last annotation covering each pixel, 0 background, 255 padding) and `max_pixels` (as
+    for images). `loader.classes` holds the
     category names in label order; `source.category_ids` their COCO ids."""
 
     name = "detection"
@@ -52,10 +54,11 @@ class DetectionModality(SourceModality):
                  pad_to_multiple: int | None = None, scale=(0.08, 1.0),
                  ratio=(3 / 4, 4 / 3), min_iou: float | None = None, crop_attempts: int = 10,
                  hflip: float = 0.5, scale_jitter=None, min_box_size: float = 1.0,
-                 crowd: str = "drop", masks: bool = False,
+                 crowd: str = "drop", masks: bool = False, semantic: bool = False,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS):
-        if not isinstance(masks, (bool, np.bool_)):
-            raise ValueError(f"masks={masks!r}: expected True or False")
+        for option, value in (("masks", masks), ("semantic", semantic)):
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"{option}={value!r}: expected True or False")
         self.options = detection_options(
             size=size, train=train, fit=fit, max_size=max_size,
             pad_to_multiple=pad_to_multiple, scale=scale, ratio=ratio, min_iou=min_iou,
@@ -64,13 +67,18 @@ class DetectionModality(SourceModality):
         self._set_source(DetectionSource(data, annotations=annotations, crowd=crowd,
                                          max_pixels=max_pixels), data)
         self.seed, self.masks, self.train = seed, bool(masks), bool(train)
+        self.semantic = bool(semantic)
+        if self.semantic and len(self.source.classes) > 254:
+            raise ValueError(f"semantic=True holds labels + 1 in uint8 with 255 for padding: "
+                             f"at most 254 categories, the data has "
+                             f"{len(self.source.classes)}")
         self.canvas = self.options.canvas
         self.category_ids = self.source.category_ids
         self.padded_fields = _TARGETS + (("masks",) if self.masks else ())
 
     @property
     def dali_outputs(self) -> tuple[str, ...]:
-        return graph.outputs(self.masks)
+        return graph.outputs(self.masks, self.semantic)
 
     def meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         src = self.source
@@ -85,7 +93,7 @@ class DetectionModality(SourceModality):
         """Checked bytes, (h, w) and, with masks, the file-size masks (FormatError names
         the annotation file for a missing or undecodable segmentation)."""
         data, hw = self.source.read_checked(index)
-        if not self.masks:
+        if not (self.masks or self.semantic):
             return data, hw, None
         rows = self.source.rows(index)
         return data, hw, decode_masks(self.source.segmentations[rows], *hw,
@@ -106,10 +114,18 @@ class DetectionModality(SourceModality):
         rows = self.source.rows(index)
         boxes, keep = geo.map_boxes(self.source.boxes[rows], geometry,
                                     min_box_size=self.options.min_box_size)
-        out = {"boxes": boxes, "labels": self.source.box_labels[rows][keep],
+        labels = self.source.box_labels[rows]
+        out = {"boxes": boxes, "labels": labels[keep],
                "iscrowd": self.source.iscrowd[rows][keep],
                "dropped_boxes": np.int64((~keep).sum())}
-        if full_masks is not None:
+        if full_masks is None:
+            return out
+        if self.semantic:  # every annotation paints, also those too small to be a box
+            masks = geo.resample_masks(full_masks, geometry)
+            out["semantic"] = geo.semantic_map(masks, labels, geometry)
+            if self.masks:
+                out["masks"] = np.ascontiguousarray(masks[keep])
+        else:
             out["masks"] = geo.resample_masks(full_masks[keep], geometry)
         return out
 
@@ -118,7 +134,8 @@ class DetectionModality(SourceModality):
                        device_id: int | None = None):
         return graph.build_detection_pipeline(device=device, batch_size=batch_size,
                                               canvas=self.canvas, config=config,
-                                              masks=self.masks, device_id=device_id)
+                                              masks=self.masks, semantic=self.semantic,
+                                              device_id=device_id)
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, Any], np.ndarray]:
@@ -142,6 +159,8 @@ class DetectionModality(SourceModality):
             "dropped_boxes": np.asarray([t["dropped_boxes"] for t in targets], np.int64)}
         if self.masks:
             out["masks"] = [t["masks"] for t in targets]
+        if self.semantic:
+            out["semantic"] = np.stack([t["semantic"] for t in targets])
         return out, kept_arr
 
     # torch reference backend ----------------------------------------------------------
