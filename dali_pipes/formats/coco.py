@@ -267,6 +267,8 @@ def decode_masks(segmentations, height: int, width: int, *, path: str = "<annota
             aid = ann_ids[k] if ann_ids is not None else k
             raise FormatError(path, f"annotation {aid}.segmentation",
                               "missing (masks=True needs one per annotation)")
+        if isinstance(seg, list) and not seg:
+            continue  # no polygon: an empty mask
         if isinstance(seg, list):
             rle = mask_utils.merge(mask_utils.frPyObjects(seg, height, width))
         elif isinstance(seg["counts"], list):

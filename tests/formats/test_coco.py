@@ -126,6 +126,10 @@ def _xyxy(b):
     return [b[0], b[1], b[0] + b[2], b[1] + b[3]]
 
 
+def test_an_empty_polygon_list_is_an_empty_mask():
+    assert decode_masks([[]], 3, 5).tolist() == [[[0] * 5] * 3]
+
+
 def test_missing_segmentation_is_named_when_masks_are_decoded():
     with pytest.raises(FormatError, match="annotation 42.segmentation: missing"):
         decode_masks([None], 4, 4, path="x.json", ann_ids=[42])
