@@ -205,24 +205,22 @@ def unmap_boxes(boxes: np.ndarray, geometry: Geometry) -> np.ndarray:
 
 def resample_masks(masks: np.ndarray, geometry: Geometry) -> np.ndarray:
     """(N, h0, w0) file-size masks -> (N, H, W) uint8 on the canvas, nearest neighbour,
-    through the same window, resize, flip, offset and padding as the pixels. One vectorised
-    gather; both backends call it, so their masks are equal."""
+    through the same window, resize, flip, offset and padding as the pixels: a take of
+    rows, then of columns (separable, several times faster than one 2-D gather). Both
+    backends call it, so their masks are equal."""
     top, left, wh, ww = (int(v) for v in geometry.window[0])
     rh, rw = (int(v) for v in geometry.resized[0])
     oy, ox = (int(v) for v in geometry.offset[0])
     H, W = geometry.canvas
-    ys, xs = np.arange(H) + oy, np.arange(W) + ox
-    if geometry.flip[0]:
-        xs = rw - 1 - xs
+    ys, cols = np.arange(H) + oy, np.arange(W) + ox
+    xs = rw - 1 - cols if geometry.flip[0] else cols
     src_y = top + np.minimum(np.floor((ys + 0.5) * wh / rh).astype(np.int64), wh - 1)
     src_x = left + np.minimum(np.floor((xs + 0.5) * ww / rw).astype(np.int64), ww - 1)
-    inside_y = (ys >= 0) & (ys < rh)
-    inside_x = (xs >= 0) & (xs < rw) if not geometry.flip[0] else \
-        (np.arange(W) + ox < rw)
-    src_y = np.where(inside_y, src_y, 0)
-    src_x = np.clip(np.where(inside_x, src_x, 0), 0, None)
-    out = masks[:, src_y[:, None], src_x[None, :]]
-    out *= (inside_y[:, None] & inside_x[None, :]).astype(np.uint8)
+    inside_y, inside_x = ys < rh, cols < rw  # beyond: padding
+    rows = np.take(masks, np.where(inside_y, src_y, 0), axis=1)
+    out = np.take(rows, np.where(inside_x, src_x, 0), axis=2)
+    out[:, ~inside_y] = 0
+    out[:, :, ~inside_x] = 0
     return np.ascontiguousarray(out, dtype=np.uint8)
 
 
@@ -232,8 +230,8 @@ def semantic_map(masks: np.ndarray, labels: np.ndarray, geometry: Geometry) -> n
     image content (padding)."""
     h, w = geometry.canvas
     n = len(labels)
-    top = (masks.astype(np.int64) * np.arange(1, n + 1)[:, None, None]).max(axis=0) \
-        if n else np.zeros((h, w), np.int64)
+    order = np.arange(1, n + 1, dtype=np.int32)[:, None, None]
+    top = (masks.astype(np.int32) * order).max(axis=0) if n else np.zeros((h, w), np.int64)
     values = np.concatenate([[0], np.asarray(labels, np.int64) + 1]).astype(np.uint8)
     out = values[top]
     ch, cw = (int(v) for v in geometry.content()[0])
