@@ -5,7 +5,7 @@ with and without `masks=True` (and `semantic=True`), in interleaved rounds in th
 process, and prints samples/s per configuration (medians) and each one's ratio to the
 plain DALI loader measured in the same run.
 
-    python bench/bench_detection.py [--images 96] [--batch-size 16] [--size 384]
+    python bench/bench_detection.py [--images 192] [--batch-size 16] [--size 384]
                                     [--rounds 3] [--json PATH]
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _rate(data: Path, backend: str, options: dict, args) -> float:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--images", type=int, default=96)
+    p.add_argument("--images", type=int, default=192)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--size", type=int, default=384)
     p.add_argument("--rounds", type=int, default=3)

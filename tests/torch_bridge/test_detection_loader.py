@@ -178,6 +178,8 @@ def test_readme_conversion_trains_faster_rcnn_one_step(folder):
     """The README's one-line conversion feeds torchvision's Faster R-CNN (CPU, tiny)."""
     from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
     loader = _loader(folder, "dali", batch_size=2, seed=0)
+    assert loader.classes == ["box", "ellipse", "triangle"]  # label order: COCO ids 1, 3, 7
+    assert loader._engine.modality.category_ids.tolist() == [1, 3, 7]
     batch = next(iter(loader))
     targets = [{"boxes": b[:n], "labels": l[:n] + 1} for b, l, n in  # noqa: E741 (README's)
                zip(batch["boxes"], batch["labels"], batch["num_boxes"], strict=True)]
