@@ -206,7 +206,7 @@ def unmap_boxes(boxes: np.ndarray, geometry: Geometry) -> np.ndarray:
 def resample_masks(masks: np.ndarray, geometry: Geometry) -> np.ndarray:
     """(N, h0, w0) file-size masks -> (N, H, W) uint8 on the canvas, nearest neighbour,
     through the same window, resize, flip, offset and padding as the pixels: a take of
-    rows, then of columns (separable, several times faster than one 2-D gather). Both
+    rows, then of columns (separable, instead of one 2-D gather). Both
     backends call it, so their masks are equal."""
     top, left, wh, ww = (int(v) for v in geometry.window[0])
     rh, rw = (int(v) for v in geometry.resized[0])
