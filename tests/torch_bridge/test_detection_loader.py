@@ -222,3 +222,15 @@ def test_gpu_graph_matches_the_cpu_backend(folder):
                 assert (a[name] - got).abs().mean() < 0.05
             else:
                 assert torch.equal(a[name], got), name
+
+
+def test_a_batch_without_boxes_has_n_zero(folder, tmp_path, backend):
+    copy = shutil.copytree(folder, tmp_path / "c")
+    doc = json.loads((copy / "instances.json").read_text())
+    doc["annotations"] = []
+    (copy / "instances.json").write_text(json.dumps(doc))
+    batch = next(iter(_loader(copy, backend, masks=True, semantic=True)))
+    assert batch["boxes"].shape == (4, 0, 4) and batch["masks"].shape == (4, 0, SIZE, SIZE)
+    assert batch["labels"].shape == batch["box_valid"].shape == (4, 0)
+    assert batch["num_boxes"].tolist() == [0] * 4
+    assert set(torch.unique(batch["semantic"]).tolist()) <= {0, 255}
