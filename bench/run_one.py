@@ -81,7 +81,7 @@ def measure(backend: str, args) -> dict:
             if cuda:
                 torch.cuda.synchronize()
             waits.append(time.perf_counter() - t0)
-            samples += len(batch["label"])
+            samples += len(batch["label" if "label" in batch else "index"])  # detection: no label
             if step % 5 == 4 or step == args.steps - 1:
                 print(json.dumps({"event": "step", "done": step + 1}), flush=True)
     waits_ms = np.asarray(waits) * 1e3

@@ -69,6 +69,17 @@ NORMALIZE_INPUTS = (Input("mean", "float32", 3), Input("std", "float32", 3))
 AUGMENT_INPUTS = _scalars("int32", "flip_h", "flip_v", "k")
 CLIP_INPUTS = (*_scalars("int32", "mirror"), Input("timestamps", "float64", 1))
 LENGTH_INPUT = Input("length", "int32", 0)
+# Detection: the window decode + resize + flip + canvas slice of the image, and the targets
+# (mapped once in numpy, dali_pipes.boxes) passed through the graph and padded to the
+# batch's largest box count. "masks" only with masks=True.
+DETECTION_INPUTS = (Input("images", "uint8", 1), Input("anchor", "int32", 1),
+                    Input("shape", "int32", 1), Input("resized", "float32", 1),
+                    Input("offset", "int32", 1), *_scalars("int32", "mirror"),
+                    Input("boxes", "float32", 2), Input("labels", "int64", 1),
+                    Input("box_valid", "bool", 1), Input("iscrowd", "bool", 1),
+                    *_scalars("int64", "num_boxes", "dropped_boxes"))
+DETECTION_MASK_INPUT = Input("masks", "uint8", 3)
+DETECTION_SEMANTIC_INPUT = Input("semantic", "uint8", 2)
 
 
 # The frame-folder graph decodes a batch's B x T frames in one decoder: one graph sample
@@ -116,19 +127,41 @@ VIEWS = {
     "view": ("int64", "B"),  # clip * crops + crop, in [0, clips * crops)
 }
 
+# N: the batch's largest box count (padding 0 / False). With masks=True batches also hold
+# DETECTION_MASKS. Geometry and options: docs/detection.md.
+DETECTION = {
+    "image": ("float32", "BCHW"),  # normalized RGB canvas, 0 where it holds no image pixels
+    "boxes": ("float32", "BNC"),  # x1, y1, x2, y2 in pixels of the output image
+    "labels": ("int64", "BN"),  # contiguous ids in sorted order of the COCO category ids
+    "num_boxes": ("int64", "B"),  # real boxes of each sample (the first num_boxes rows)
+    "box_valid": ("bool", "BN"),  # True at real boxes
+    "iscrowd": ("bool", "BN"),  # all False unless crowd="keep"
+    "dropped_boxes": ("int64", "B"),  # boxes the crop / clip left too small (min_box_size)
+    "image_id": ("int64", "B"),  # the COCO image id
+    "orig_size": ("int64", "BC"),  # (height, width) of the file
+    "index": ("int64", "B"),
+}
+DETECTION_MASKS = {"masks": ("uint8", "BNHW")}  # with masks=True: one per box, 0 / 1
+# with semantic=True: label + 1 of the last annotation covering each pixel, 0 background,
+# 255 outside the image content (padding)
+DETECTION_SEMANTIC = {"semantic": ("uint8", "BHW")}
+
 LENGTHS = {  # pad="variable" clips: batches padded to their longest clip
     "length": ("int64", "B"),  # real frames of each clip
     "mask": ("bool", "BT"),  # True at real frames
 }
 
-SCHEMAS = {"image": IMAGE, "video": VIDEO, "hyperspectral": HYPERSPECTRAL, "fusion": FUSION}
+SCHEMAS = {"image": IMAGE, "video": VIDEO, "hyperspectral": HYPERSPECTRAL, "fusion": FUSION,
+           "detection": DETECTION}
 # The fields each modality's graph returns, in output order (the rest come from meta()).
 GRAPH_OUTPUTS = {"image": ("image",), "video": ("frames", "timestamps"),
                  "hyperspectral": ("cube",),
                  "fusion": ("frames", "timestamps", "imu", "imu_valid"),
                  # the frame-folder graph (kind "frames" of "video"): one sample per frame,
                  # regrouped into the video batch by FrameFolderModality.regroup
-                 "frames": ("frames", "timestamps", "clip")}
+                 "frames": ("frames", "timestamps", "clip"),
+                 "detection": ("image", "boxes", "labels", "num_boxes", "box_valid",
+                               "iscrowd", "dropped_boxes")}  # + "masks" with masks=True
 LENGTH_OUTPUTS = tuple(LENGTHS)
 VARIABLE = frozenset(name for name, fields in SCHEMAS.items()
                      if any("T" in layout for _, layout in fields.values()))

@@ -134,6 +134,11 @@ REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
              "bench.tiny_data:fusion", dict(_CLIP, imu_offset=0.25)),),
         "bench.sample_fusion:fusion_dataset",
         "creating sample VP9 clips with 200 Hz IMU (first run only)"),
+    ModalitySpec("detection", (
+        Kind("detection", "torch_bridge.modalities.detection:DetectionModality",
+             "bench.sample_detection:tiny", dict(batch_size=4, size=32)),),
+        "bench.sample_detection:detection_dataset",
+        "creating sample JPEGs with COCO annotations (first run only)"),
 )}
 
 # Every kind by its own name ("frames": the video modality over frame folders).

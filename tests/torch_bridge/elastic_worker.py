@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from torch_bridge import make_loader  # noqa: E402
 
-MAIN_TENSOR = {"image": "image", "video": "frames", "hyperspectral": "cube", "fusion": "frames"}
+MAIN_TENSOR = {"image": "image", "video": "frames", "hyperspectral": "cube", "fusion": "frames",
+               "detection": "image"}
 
 
 def _pairs(loader, limit: int | None = None) -> list[tuple[int, float]]:

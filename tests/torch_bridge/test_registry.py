@@ -16,10 +16,12 @@ from torch_bridge.modalities.image import ImageModality
 
 
 def test_names_and_kinds():
-    assert registry.names() == ("image", "video", "hyperspectral", "fusion")
-    assert set(registry.KINDS) == {"image", "video", "frames", "hyperspectral", "fusion"}
+    assert registry.names() == ("image", "video", "hyperspectral", "fusion", "detection")
+    assert set(registry.KINDS) == {"image", "video", "frames", "hyperspectral", "fusion",
+                                   "detection"}
     assert registry.KINDS["frames"][0] is registry.get("video")
-    with pytest.raises(ValueError, match=r"'audio'.*image, video, hyperspectral, fusion"):
+    with pytest.raises(ValueError,
+                       match=r"'audio'.*image, video, hyperspectral, fusion, detection"):
         registry.get("audio")
 
 

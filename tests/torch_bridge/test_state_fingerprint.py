@@ -203,7 +203,8 @@ def test_a_version_1_state_loads_elastically_and_is_still_checked(folder, tmp_pa
 # Every modality ---------------------------------------------------------------------------
 # The same checks on each modality's tiny data (tests/conftest.py: TinyData), frame folders
 # included: the listing, seed, shuffle and sampler options are in the fingerprint.
-FILES = {"image": 10, "video": 5, "frames": 5, "hyperspectral": 3, "fusion": 5}
+FILES = {"image": 10, "video": 5, "frames": 5, "hyperspectral": 3, "fusion": 5,
+         "detection": 10}
 
 
 @pytest.fixture(params=MODALITY_KINDS)
@@ -219,6 +220,12 @@ def _tiny_state(tiny, backend="torch", data=None, **overrides):
 
 def _rename_one_sample(root):
     """Rename one sample's files in place, keeping the sample count."""
+    if (root / "instances.json").exists():  # detection: the image and its COCO file_name
+        victim = sorted(root.glob("*.jpg"))[-1]
+        victim.rename(victim.with_name("zz_" + victim.name))
+        coco = root / "instances.json"
+        coco.write_text(coco.read_text().replace(f'"{victim.name}"', f'"zz_{victim.name}"'))
+        return
     for pattern in ("class_1/*.jpg", "class_1/*.webm", "c.spe"):
         found = sorted(root.glob(pattern))
         if found:

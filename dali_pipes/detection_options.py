@@ -1,0 +1,116 @@
+"""The detection modality's geometry options, validated once (numpy only).
+
+ValueError names the option, the value and what is allowed. `DetectionOptions.geometry`
+gives a batch's `dali_pipes.boxes.Geometry` from the plan's (seed, epoch, keys).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dali_pipes import boxes as geo
+
+MAX_SIZE_RATIO = 1333 / 800  # torchvision's detection default: min_size 800, max_size 1333
+
+
+@dataclass(frozen=True)
+class DetectionOptions:
+    """Validated options; `canvas` is the output (H, W) of every batch."""
+
+    size: tuple[int, int]
+    train: bool
+    fit: str
+    max_size: int | None
+    pad_to_multiple: int | None
+    scale: tuple[float, float]
+    ratio: tuple[float, float]
+    min_iou: float | None
+    crop_attempts: int
+    hflip: float
+    scale_jitter: tuple[float, float] | None
+    min_box_size: float
+    canvas: tuple[int, int]
+
+    def geometry(self, seed: int, epoch: int, keys, heights, widths,
+                 boxes: list[np.ndarray]) -> geo.Geometry:
+        """The batch's geometry (eval, random resized crop or large-scale jitter)."""
+        if not self.train:
+            return geo.eval_geometry(heights, widths, self.canvas, fit=self.fit,
+                                     size=min(self.size), max_size=self.max_size)
+        return geo.train_geometry(seed, epoch, keys, heights, widths, boxes, self.canvas,
+                                  scale=self.scale, ratio=self.ratio, min_iou=self.min_iou,
+                                  attempts=self.crop_attempts, hflip=self.hflip,
+                                  scale_jitter=self.scale_jitter)
+
+
+def _pair(name: str, value, *, lo: float, hi: float = math.inf, ints: bool = False
+          ) -> tuple:
+    ok = isinstance(value, (tuple, list)) and len(value) == 2 and all(
+        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+        and (not ints or float(v).is_integer()) for v in value)
+    if not ok or not (lo <= value[0] <= value[1] <= hi) or value[0] <= 0:
+        kind = "positive ints" if ints else "numbers"
+        raise ValueError(f"{name}={value!r}: expected two {kind} (low, high) with "
+                         f"0 < low <= high{f' <= {hi:g}' if hi < math.inf else ''}")
+    return (int(value[0]), int(value[1])) if ints else (float(value[0]), float(value[1]))
+
+
+def _size(size) -> tuple[int, int]:
+    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+        if size < 1:
+            raise ValueError(f"size={size!r}: expected a positive int or (H, W)")
+        return int(size), int(size)
+    return _pair("size", size, lo=1, ints=True)
+
+
+def _unit(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name}={value!r}: expected a number in [0, 1]")
+    return float(value)
+
+
+def detection_options(*, size=512, train: bool = True, fit: str = "longer",
+                      max_size: int | None = None, pad_to_multiple: int | None = None,
+                      scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), min_iou: float | None = None,
+                      crop_attempts: int = 10, hflip: float = 0.5, scale_jitter=None,
+                      min_box_size: float = 1.0) -> DetectionOptions:
+    """Check every option (ValueError naming it) and compute the canvas."""
+    hw = _size(size)
+    if fit not in ("longer", "shorter"):
+        raise ValueError(f"fit={fit!r}: expected 'longer' or 'shorter'")
+    if fit == "shorter":
+        if hw[0] != hw[1]:
+            raise ValueError(f"fit='shorter' takes an int size (the shorter side), got "
+                             f"size={size!r}")
+        max_size = round(hw[0] * MAX_SIZE_RATIO) if max_size is None else max_size
+        if not isinstance(max_size, (int, np.integer)) or max_size < hw[0]:
+            raise ValueError(f"max_size={max_size!r}: expected an int >= size ({hw[0]})")
+        canvas = (int(max_size), int(max_size))
+    elif max_size is not None:
+        raise ValueError(f"max_size={max_size!r} applies only with fit='shorter'")
+    else:
+        canvas = hw
+    if pad_to_multiple is not None:
+        if not isinstance(pad_to_multiple, (int, np.integer)) or pad_to_multiple < 1:
+            raise ValueError(f"pad_to_multiple={pad_to_multiple!r}: expected a positive int "
+                             f"or None")
+        canvas = (-(-canvas[0] // pad_to_multiple) * pad_to_multiple,
+                  -(-canvas[1] // pad_to_multiple) * pad_to_multiple)
+    if isinstance(crop_attempts, bool) or not isinstance(crop_attempts, (int, np.integer)) \
+            or crop_attempts < 1:
+        raise ValueError(f"crop_attempts={crop_attempts!r}: expected an int >= 1")
+    if isinstance(min_box_size, bool) or not isinstance(min_box_size, (int, float)) \
+            or min_box_size < 0:
+        raise ValueError(f"min_box_size={min_box_size!r}: expected a number >= 0 (pixels)")
+    return DetectionOptions(
+        size=hw, train=bool(train), fit=fit, max_size=max_size,
+        pad_to_multiple=pad_to_multiple, scale=_pair("scale", scale, lo=0.0, hi=1.0),
+        ratio=_pair("ratio", ratio, lo=0.0),
+        min_iou=None if min_iou is None else _unit("min_iou", min_iou),
+        crop_attempts=int(crop_attempts), hflip=_unit("hflip", hflip),
+        scale_jitter=None if scale_jitter is None else _pair("scale_jitter", scale_jitter,
+                                                             lo=0.0),
+        min_box_size=float(min_box_size), canvas=(int(canvas[0]), int(canvas[1])))

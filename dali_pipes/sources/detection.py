@@ -1,0 +1,158 @@
+"""Detection source: an images folder and its COCO instances file, addressed by index.
+
+Samples are the file's images in the order of their image ids (`open_coco` sorts them);
+with a list of folders (one per source), the sources follow each other in order. A relative
+`annotations` path names a file in each images folder (for one folder, a path that exists
+relative to the working directory is taken as it is). Every image named in the file must
+exist when the source is made (FormatError naming the image id and the file otherwise);
+its bytes are checked as the image modality checks them (format from the bytes, header
+size) when read, and a header size other than the file's "height" / "width" is a bad
+sample. Labels are contiguous over the union of the sources' category ids, in sorted order.
+
+`crowd="drop"` (default, as torchvision's detection references train) leaves iscrowd
+annotations out of the targets; `crowd="keep"` keeps them, flagged in "iscrowd".
+`labels` (one per image, for class-balanced sampling): the image's most frequent label,
+ties to the smaller; `len(classes)` for an image without boxes.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from dali_pipes.formats.coco import CocoDataset, open_coco
+from dali_pipes.formats.errors import FormatError
+from dali_pipes.formats.files import read_file_bytes
+from dali_pipes.formats.image_kind import prepare_image
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+from dali_pipes.sources.folders import listing_digest
+from dali_pipes.sources.image import check_max_pixels
+
+
+def annotation_path(images_dir: str | os.PathLike, annotations: str | os.PathLike,
+                    single: bool) -> Path:
+    """Where the annotation file of `images_dir` is (see the module docstring)."""
+    given = Path(annotations)
+    if given.is_absolute() or (single and given.exists()):
+        return given
+    return Path(images_dir) / given
+
+
+class DetectionSource:
+    """Images + COCO annotations (one folder, or a list of folders each with its own file).
+
+    Attributes (per sample): files, image_ids, heights, widths, source_ids, labels; per
+    annotation row (kept after `crowd`): boxes (float64 x1, y1, x2, y2), box_labels,
+    iscrowd, ann_ids, segmentations, with `rows(i)` the rows of sample i. `classes`: the
+    category names in label order; `category_ids`: the COCO id of each label.
+    """
+
+    def __init__(self, data, *, annotations="instances.json", crowd: str = "drop",
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS):
+        if crowd not in ("drop", "keep"):
+            raise ValueError(f"crowd must be 'drop' or 'keep', got {crowd!r}")
+        self.max_pixels = check_max_pixels(max_pixels)
+        folders = list(data) if isinstance(data, (list, tuple)) else [data]
+        if not folders:
+            raise ValueError("data is an empty list of folders")
+        self.roots = [os.fspath(f) for f in folders]
+        self.datasets = [open_coco(annotation_path(f, annotations, len(folders) == 1))
+                         for f in folders]
+        self._union_categories()
+        self._flatten(crowd == "drop")
+        self._stat_files()
+
+    def _union_categories(self) -> None:
+        names: dict[int, str] = {}
+        for ds in self.datasets:
+            for cid, name in zip(ds.category_ids.tolist(), ds.category_names, strict=True):
+                if names.setdefault(cid, name) != name:
+                    raise FormatError(ds.path, f"category {cid}.name",
+                                      "differs from another source's", value=name,
+                                      expected=names[cid])
+        self.category_ids = np.asarray(sorted(names), np.int64)
+        self.classes = tuple(names[int(c)] for c in self.category_ids)
+
+    def _flatten(self, drop_crowd: bool) -> None:
+        files, parts, counts, sources = [], [], [], []
+        for s, (root, ds) in enumerate(zip(self.roots, self.datasets, strict=True)):
+            remap = np.searchsorted(self.category_ids, ds.category_ids)
+            keep = ~ds.iscrowd if drop_crowd else np.ones(len(ds.ann_ids), bool)
+            files += [os.path.join(root, name) for name in ds.file_names]
+            per_image = np.diff(np.concatenate([[0], np.cumsum(keep)])[ds.offsets])
+            counts.append(per_image)
+            parts.append((ds, keep, remap[ds.labels[keep]] if keep.any()
+                          else np.zeros(0, np.int64)))
+            sources.append(np.full(len(ds), s, np.int64))
+        self.files = tuple(files)
+        self.source_ids = np.concatenate(sources)
+        self.image_ids = np.concatenate([ds.image_ids for ds in self.datasets])
+        self.heights = np.concatenate([ds.heights for ds in self.datasets])
+        self.widths = np.concatenate([ds.widths for ds in self.datasets])
+        self.offsets = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(
+            np.int64)
+        self.boxes = np.concatenate([ds.boxes[k] for ds, k, _ in parts]).reshape(-1, 4)
+        self.box_labels = np.concatenate([lab for *_, lab in parts]).astype(np.int64)
+        self.iscrowd = np.concatenate([ds.iscrowd[k] for ds, k, _ in parts])
+        self.ann_ids = np.concatenate([ds.ann_ids[k] for ds, k, _ in parts])
+        self.segmentations = tuple(seg for ds, k, _ in parts
+                                   for seg, kept in zip(ds.segmentations, k, strict=True)
+                                   if kept)
+        self.labels = self._image_labels()
+
+    def _image_labels(self) -> np.ndarray:
+        out = np.full(len(self.files), len(self.classes), np.int64)
+        for i in range(len(self.files)):
+            labels = self.box_labels[self.rows(i)]
+            if len(labels):
+                out[i] = int(np.argmax(np.bincount(labels)))
+        return out
+
+    def _stat_files(self) -> None:
+        sizes, mtimes = [], []
+        for i, path in enumerate(self.files):
+            try:
+                st = os.stat(path)
+            except OSError as exc:
+                ds = self.datasets[int(self.source_ids[i])]
+                raise FormatError(ds.path, f"image {int(self.image_ids[i])}.file_name",
+                                  f"{path} cannot be read ({exc.strerror or exc})") from exc
+            sizes.append(st.st_size)
+            mtimes.append(st.st_mtime_ns)
+        self.sizes = np.asarray(sizes, np.int64)
+        self.mtimes_ns = np.asarray(mtimes, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def rows(self, i: int) -> slice:
+        """The annotation rows of sample `i`."""
+        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
+
+    def path(self, index: int) -> str:
+        return self.files[index]
+
+    def annotation_file(self, index: int) -> str:
+        """The COCO file sample `index` comes from."""
+        return self.datasets[int(self.source_ids[index])].path
+
+    def listing_digest(self) -> str:
+        """Image names, sizes and mtimes, plus each annotation file's sha256."""
+        extra = "".join(ds.content_sha256 for ds in self.datasets).encode()
+        return listing_digest(self.files, self.roots, self.source_ids, self.sizes,
+                              self.mtimes_ns, extra=extra)
+
+    def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
+        """(bytes, (height, width)) of a sound image whose header size is the file's
+        "height" / "width" (FormatError naming the file and field otherwise)."""
+        path = self.files[index]
+        data, (h, w) = prepare_image(read_file_bytes(path), path, max_pixels=self.max_pixels)
+        want = (int(self.heights[index]), int(self.widths[index]))
+        if (h, w) != want:
+            raise FormatError(path, "image size", "differs from the annotation file's "
+                              "height and width", value=(h, w), expected=want)
+        return data, (h, w)
+
+
+__all__ = ["CocoDataset", "DetectionSource", "annotation_path"]
