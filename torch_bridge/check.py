@@ -1,12 +1,13 @@
-"""`python -m torch_bridge.check DATA [DATA ...] [--modality M] [--decode]`: scan a data set
-before training with the validation the loaders use, and say what they would skip and why.
+"""`python -m torch_bridge.check DATA [DATA ...] [--modality M] [--decode] [--annotations F]`:
+scan a data set before training with the validation the loaders use, and say what they would skip and why.
 
 It builds the modality's source exactly as `make_loader` does (the listing, scene headers,
 label maps and IMU channel agreement are checked there; a failure there means make_loader
 itself would fail) and then runs each sample's own checks: images and frame-folder JPEGs are
 read and checked like the loaders' reads (header, `max_pixels`, the scan check of
 `dali_pipes.formats.jpeg_scan`), videos probed, IMU files parsed, hyperspectral cubes opened
-and compared with their listing. Listing entries that look broken (dangling symlinks, symlink
+and compared with their listing; for detection the COCO file is validated when the source is
+made and each image is checked against its "height" / "width" there. Listing entries that look broken (dangling symlinks, symlink
 loops, unreadable class folders) count as problems too. `--decode` also decodes every JPEG
 strictly (any decoder warning is an error): that finds what the cheap scan check cannot see
 (docs/failure_modes.md). Progress goes to stderr (a rich bar on a terminal, plain lines
@@ -24,7 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-MODALITIES = ("image", "video", "hyperspectral", "fusion")
+MODALITIES = ("image", "video", "hyperspectral", "fusion", "detection")
+DEFAULT_ANNOTATIONS = "instances.json"  # the detection loader's default
 # Listing reasons that only say "not a sample"; any other reason is a problem.
 BENIGN = frozenset({"hidden", "other extension", "not a file", "not a folder"})
 
@@ -48,8 +50,9 @@ class Report:
 
 
 def detect_modality(data) -> str:
-    """"hyperspectral" for folders of .hdr/.spe scenes, "fusion" when videos have IMU files
-    beside them, "video" for videos or frame folders, else "image"."""
+    """"hyperspectral" for folders of .hdr/.spe scenes, "detection" for a folder holding
+    `instances.json`, "fusion" when videos have IMU files beside them, "video" for videos or
+    frame folders, else "image"."""
     from dali_pipes.sources.hyperspectral import SCENE_SUFFIXES
     from dali_pipes.sources.video import VIDEO_EXTENSIONS
     from dali_pipes.sources.video_frames import is_frame_folder_tree
@@ -58,6 +61,8 @@ def detect_modality(data) -> str:
     names = os.listdir(first)
     if any(os.path.splitext(n)[1].lower() in SCENE_SUFFIXES for n in names):
         return "hyperspectral"
+    if DEFAULT_ANNOTATIONS in names:
+        return "detection"
     if is_frame_folder_tree(data):
         return "video"
     inside = [n for d in names if os.path.isdir(os.path.join(first, d))
@@ -70,8 +75,11 @@ def detect_modality(data) -> str:
 
 
 def _strict_decode(data, path: str) -> None:
+    """Decode a JPEG strictly (other formats were checked from their headers only)."""
     import simplejpeg
 
+    if data[:2].tobytes() != b"\xff\xd8":
+        return
     try:
         simplejpeg.decode_jpeg(data.tobytes(), strict=True)
     except ValueError as exc:
@@ -90,6 +98,17 @@ def _image_units(data, decode: bool, max_pixels) -> tuple[object, Units]:
         if decode:
             _strict_decode(raw, src.files[i])
     return src, [(f, functools.partial(image, i)) for i, f in enumerate(src.files)]
+
+
+def _detection_units(data, decode: bool, max_pixels, annotations) -> tuple[object, Units]:
+    from dali_pipes.sources.detection import DetectionSource
+    src = DetectionSource(data, annotations=annotations, max_pixels=max_pixels)
+
+    def image(i: int) -> None:
+        raw, _ = src.read_checked(i)
+        if decode:
+            _strict_decode(raw, src.path(i))
+    return src, [(src.path(i), functools.partial(image, i)) for i in range(len(src))]
 
 
 def _frame_units(data, decode: bool, max_pixels) -> tuple[object, Units]:
@@ -121,9 +140,14 @@ def _video_units(data, fusion: bool) -> tuple[object, Units]:
     return src, [(f, functools.partial(video, i)) for i, f in enumerate(src.files)]
 
 
-def _units(modality: str, data, *, decode: bool, max_pixels) -> tuple[object, Units]:
+def _units(modality: str, data, *, decode: bool, max_pixels, annotations
+           ) -> tuple[object, Units]:
     """(source, [(path, check)]): one check per file the loaders read."""
     from dali_pipes.sources.video_frames import is_frame_folder_tree
+    if modality not in MODALITIES:
+        raise ValueError(f"modality must be one of {', '.join(MODALITIES)}, got {modality!r}")
+    if modality == "detection":
+        return _detection_units(data, decode, max_pixels, annotations)
     if modality == "image":
         return _image_units(data, decode, max_pixels)
     if modality == "hyperspectral":
@@ -134,8 +158,8 @@ def _units(modality: str, data, *, decode: bool, max_pixels) -> tuple[object, Un
 
 
 def check_data(data, *, modality: str | None = None, decode: bool = False,
-               max_pixels: int | None = None, progress: Callable[[int, int], None] | None = None
-               ) -> Report:
+               max_pixels: int | None = None, progress: Callable[[int, int], None] | None = None,
+               annotations: str = DEFAULT_ANNOTATIONS) -> Report:
     """Check every sample of `data` as the loaders would.
 
     Args:
@@ -144,6 +168,7 @@ def check_data(data, *, modality: str | None = None, decode: bool = False,
         decode: also decode each JPEG strictly (simplejpeg, warnings are errors).
         max_pixels: the image pixel limit (None: the loaders' default).
         progress: called as progress(done, total) after each file.
+        annotations: the COCO file of a detection data set (as make_loader's option).
 
     Returns:
         A Report. Errors of making the source itself (make_loader would fail) propagate.
@@ -152,7 +177,8 @@ def check_data(data, *, modality: str | None = None, decode: bool = False,
 
     modality = modality or detect_modality(data)
     source, units = _units(modality, data, decode=decode,
-                           max_pixels=DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels)
+                           max_pixels=DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels,
+                           annotations=annotations)
     report = Report(modality)
     listing = getattr(source, "listing", None)
     ignored = getattr(listing, "ignored", ())
@@ -203,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--modality", choices=MODALITIES, default=None)
     parser.add_argument("--decode", action="store_true", help="also decode JPEGs strictly")
     parser.add_argument("--max-pixels", type=int, default=None)
+    parser.add_argument("--annotations", default=DEFAULT_ANNOTATIONS,
+                        help="detection: the COCO instances file (default: %(default)s)")
     args = parser.parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # names that are not UTF-8 print escaped
         if isinstance(stream, io.TextIOWrapper):
@@ -211,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = _Progress()
     try:
         report = check_data(data, modality=args.modality, decode=args.decode,
-                            max_pixels=args.max_pixels, progress=progress)
+                            max_pixels=args.max_pixels, progress=progress,
+                            annotations=args.annotations)
     except (OSError, ValueError) as exc:
         progress.close()
         print(f"error: make_loader would fail: {type(exc).__name__}: {exc}")

@@ -85,3 +85,16 @@ def test_other_modalities(tiny_data, tmp_path, capsys):
     victim.write_bytes(victim.read_bytes()[:-2])
     report = check_data(frames)
     assert len(report.problems) == 1 and "EOI marker" in report.problems[0].reason
+
+
+def test_detection(tiny_data, tmp_path):
+    data = shutil.copytree(tiny_data("detection").one, tmp_path / "det")
+    assert detect_modality(data) == "detection"
+    report = check_data(data, decode=True)
+    assert report.ok and report.checked == len(list(data.glob("*.jpg"))) > 0, report
+    victim = sorted(data.glob("*.jpg"))[0]
+    victim.write_bytes(victim.read_bytes()[:40])
+    report = check_data(data)
+    assert [p.path for p in report.problems] == [str(victim)]
+    (data / "instances.json").write_text("{not json")
+    assert main([str(data), "--modality", "detection"]) == 1
