@@ -1,13 +1,14 @@
 """`python -m torch_bridge.check DATA [DATA ...] [--modality M] [--decode] [--annotations F]`:
-scan a data set before training with the validation the loaders use, and say what they would skip and why.
+scan a data set before training with the validation the loaders use, and say what they would
+skip and why.
 
 It builds the modality's source exactly as `make_loader` does (the listing, scene headers,
-label maps and IMU channel agreement are checked there; a failure there means make_loader
-itself would fail) and then runs each sample's own checks: images and frame-folder JPEGs are
-read and checked like the loaders' reads (header, `max_pixels`, the scan check of
-`dali_pipes.formats.jpeg_scan`), videos probed, IMU files parsed, hyperspectral cubes opened
-and compared with their listing; for detection the COCO file is validated when the source is
-made and each image is checked against its "height" / "width" there. Listing entries that look broken (dangling symlinks, symlink
+label maps, IMU channel agreement and a detection set's COCO file are checked there; a
+failure there means make_loader itself would fail) and then runs each sample's own checks:
+images and frame-folder JPEGs are read and checked like the loaders' reads (header,
+`max_pixels`, the scan check of `dali_pipes.formats.jpeg_scan`; for detection also the
+file's "height" / "width"), videos probed, IMU files parsed, hyperspectral cubes opened and
+compared with their listing. Listing entries that look broken (dangling symlinks, symlink
 loops, unreadable class folders) count as problems too. `--decode` also decodes every JPEG
 strictly (any decoder warning is an error): that finds what the cheap scan check cannot see
 (docs/failure_modes.md). Progress goes to stderr (a rich bar on a terminal, plain lines
