@@ -1,10 +1,12 @@
 """What image format a file's bytes hold, and its size, from the header (no decoding).
 
-JPEG, PNG, GIF, BMP, TIFF and WebP are told apart by their magic bytes, never by the file
-name. The size comes from the format's header (PNG IHDR, GIF logical screen, BMP info
-header, the first TIFF IFD, WebP VP8/VP8L/VP8X chunk); JPEG goes through the stricter
-`dali_pipes.formats.jpeg.jpeg_size`. PNG and GIF are also checked for their end marker, so
-a truncated file fails here, naming the file, before a decoder sees it.
+JPEG, PNG, GIF, BMP, TIFF, WebP and JPEG 2000 (a .jp2 file or a raw J2K codestream) are
+told apart by their magic bytes, never by the file name. The size comes from the format's
+header (PNG IHDR, GIF logical screen, BMP info header, the first TIFF IFD, WebP
+VP8/VP8L/VP8X chunk, JPEG 2000 ihdr box or SIZ marker: `dali_pipes.formats.jpeg2000`);
+JPEG goes through the stricter `dali_pipes.formats.jpeg.jpeg_size`. PNG, GIF and JPEG 2000
+are also checked for their end marker, so a truncated file fails here, naming the file,
+before a decoder sees it.
 """
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ import struct
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.jpeg import check_pixels, jpeg_size
+from dali_pipes.formats.jpeg2000 import J2K_START, JP2_SIGNATURE, j2k_size, jp2_size
 
-KINDS = ("jpeg", "png", "gif", "bmp", "tiff", "webp")
+KINDS = ("jpeg", "png", "gif", "bmp", "tiff", "webp", "jp2", "j2k")
 _PNG = b"\x89PNG\r\n\x1a\n"
-_EXPECTED = "a JPEG, PNG, GIF, BMP, TIFF or WebP image"
+_EXPECTED = "a JPEG, PNG, GIF, BMP, TIFF, WebP or JPEG 2000 image"
 
 
 def image_kind(data) -> str | None:
@@ -34,6 +37,10 @@ def image_kind(data) -> str | None:
         return "tiff"
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "webp"
+    if head[:12] == JP2_SIGNATURE:
+        return "jp2"
+    if head.startswith(J2K_START):
+        return "j2k"
     return None
 
 
@@ -167,4 +174,5 @@ def prepare_image(data, path: str | os.PathLike = "<bytes>", *,
     return np.frombuffer(out.getvalue(), dtype=np.uint8).copy(), frame
 
 
-_READERS = {"png": _png, "gif": _gif, "bmp": _bmp, "tiff": _tiff, "webp": _webp}
+_READERS = {"png": _png, "gif": _gif, "bmp": _bmp, "tiff": _tiff, "webp": _webp,
+            "jp2": jp2_size, "j2k": j2k_size}

@@ -1,8 +1,12 @@
-"""Decoding any image format the image source accepts to uint8 RGB (the torch path).
+"""Decoding any image format the image source accepts to uint8 pixels (the torch path).
 
 torchvision's `decode_image` reads JPEG, PNG and WebP (GIFs arrive as PNG, see
-`dali_pipes.formats.image_kind.prepare_image`); BMP and TIFF go through PIL. 16-bit PNGs
-come out as uint8 by their high byte, as DALI's decoder gives them.
+`dali_pipes.formats.image_kind.prepare_image`); BMP, TIFF and JPEG 2000 go through PIL.
+16-bit PNGs come out as uint8 by their high byte, as DALI's decoder gives them. The
+pixels are those stored in the file (Pillow's own turn of a TIFF with an Orientation tag
+is undone, as DALI does not apply it); `decode_image_tensor` then applies the EXIF
+orientation and adds the alpha channel when `dali_pipes.formats.image_decode.ImageDecode`
+asks, with the same numpy steps the DALI feed uses.
 """
 from __future__ import annotations
 
@@ -11,11 +15,14 @@ import io
 import numpy as np
 import torch
 
+from dali_pipes.formats.exif import exif_orientation, inverse_orientation, orientation_steps
 from dali_pipes.formats.image_kind import image_kind
+
+_PIL_KINDS = ("bmp", "tiff", "jp2", "j2k")
 
 
 def decode_rgb(data: np.ndarray) -> torch.Tensor:
-    """Encoded image bytes -> uint8 tensor (3, H, W).
+    """Encoded image bytes -> uint8 tensor (3, H, W) as stored (no EXIF orientation).
 
     Args:
         data: the whole encoded image as a uint8 numpy array.
@@ -23,13 +30,39 @@ def decode_rgb(data: np.ndarray) -> torch.Tensor:
     Returns:
         The RGB pixels (alpha dropped, palettes and gray expanded).
     """
-    if image_kind(data) in ("bmp", "tiff"):
+    kind = image_kind(data)
+    if kind in _PIL_KINDS:
         from PIL import Image
         with Image.open(io.BytesIO(data.tobytes())) as image:
             pixels = np.asarray(image.convert("RGB"))
-        return torch.from_numpy(pixels.copy()).permute(2, 0, 1).contiguous()
+        image_t = torch.from_numpy(pixels.copy()).permute(2, 0, 1)
+        if kind == "tiff":  # Pillow turned it by its Orientation tag: undo
+            image_t = orient_tensor(image_t, inverse_orientation(exif_orientation(data)))
+        return image_t.contiguous()
     from torchvision.io import ImageReadMode, decode_image
     image = decode_image(torch.from_numpy(data), mode=ImageReadMode.RGB)
     if image.dtype == torch.uint16:
         image = (image.to(torch.int32) >> 8).to(torch.uint8)
     return image
+
+
+def decode_image_tensor(data: np.ndarray, orientation: int, plane: np.ndarray | None,
+                        alpha: bool) -> torch.Tensor:
+    """Encoded image -> uint8 (3, H, W) turned by `orientation`, or (4, H, W) with `alpha`
+    (`plane` the displayed alpha, None: opaque), as
+    `dali_pipes.formats.image_decode.prepare_decode` gives them."""
+    image = orient_tensor(decode_rgb(data), orientation)
+    if not alpha:
+        return image
+    channel = torch.full((1, *image.shape[1:]), 255, dtype=torch.uint8) if plane is None \
+        else torch.from_numpy(plane)[None]
+    return torch.cat([image, channel]).contiguous()
+
+
+def orient_tensor(image: torch.Tensor, orientation: int) -> torch.Tensor:
+    """(C, H, W) pixels as displayed under an EXIF orientation (as `orient_array`)."""
+    transpose, rows, cols = orientation_steps(orientation)
+    if transpose:
+        image = image.transpose(-2, -1)
+    dims = [d for d, used in ((-2, rows), (-1, cols)) if used]
+    return image.flip(dims) if dims else image
