@@ -146,7 +146,8 @@ def prepare_image(data, path: str | os.PathLike = "<bytes>", *,
                   max_pixels: int | None = None):
     """(bytes to decode, (height, width)) of a checked image: the bytes as they are, or
     for a GIF its first frame as a PNG (DALI's decoders do not read GIF; both backends
-    then decode the same PNG). FormatError as `image_size`.
+    then decode the same PNG; RGBA when the GIF has a transparent colour). FormatError
+    as `image_size`.
 
     Args:
         data: the whole file as a uint8 numpy array.
@@ -167,7 +168,8 @@ def prepare_image(data, path: str | os.PathLike = "<bytes>", *,
         with Image.open(io.BytesIO(bytes(data))) as image:
             image.seek(0)
             out = io.BytesIO()
-            image.convert("RGB").save(out, format="PNG", compress_level=1)
+            mode = "RGBA" if "transparency" in image.info else "RGB"  # alpha="keep" reads it
+            image.convert(mode).save(out, format="PNG", compress_level=1)
             frame = (image.height, image.width)
     except (OSError, ValueError, EOFError) as exc:
         raise FormatError(path, "GIF first frame", f"cannot be decoded ({exc})") from exc
