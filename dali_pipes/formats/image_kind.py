@@ -15,7 +15,13 @@ import struct
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.jpeg import check_pixels, jpeg_size
-from dali_pipes.formats.jpeg2000 import J2K_START, JP2_SIGNATURE, j2k_size, jp2_size
+from dali_pipes.formats.jpeg2000 import (
+    J2K_START,
+    JP2_SIGNATURE,
+    dali_decodes,
+    j2k_size,
+    jp2_size,
+)
 
 KINDS = ("jpeg", "png", "gif", "bmp", "tiff", "webp", "jp2", "j2k")
 _PNG = b"\x89PNG\r\n\x1a\n"
@@ -145,9 +151,11 @@ def _check_length(raw: bytes, path, field: str, declared: int) -> None:
 def prepare_image(data, path: str | os.PathLike = "<bytes>", *,
                   max_pixels: int | None = None):
     """(bytes to decode, (height, width)) of a checked image: the bytes as they are, or
-    for a GIF its first frame as a PNG (DALI's decoders do not read GIF; both backends
-    then decode the same PNG; RGBA when the GIF has a transparent colour). FormatError
-    as `image_size`.
+    as a PNG written by Pillow where DALI 2.4's decoders cannot read the file: a GIF (its
+    first frame; RGBA when the GIF has a transparent colour) and the JPEG 2000 files its
+    CPU decoder refuses (`jpeg2000.dali_decodes`: a raw J2K codestream of one component,
+    any file of two). Both backends then decode the same PNG. FormatError as
+    `image_size`, or naming the file when Pillow cannot decode what it must convert.
 
     Args:
         data: the whole file as a uint8 numpy array.
@@ -158,8 +166,15 @@ def prepare_image(data, path: str | os.PathLike = "<bytes>", *,
         A uint8 numpy array and the size in pixels.
     """
     kind, size = image_size(data, path, max_pixels=max_pixels)
-    if kind != "gif":
-        return data, size
+    if kind == "gif":
+        return _as_png(data, path, "GIF first frame")
+    if kind in ("jp2", "j2k") and not dali_decodes(bytes(data[:256]), kind):
+        return _as_png(data, path, "JPEG 2000 image")
+    return data, size
+
+
+def _as_png(data, path, field: str):
+    """The image (a GIF's first frame) re-encoded losslessly as PNG, and its size."""
     import io
 
     import numpy as np
@@ -167,12 +182,15 @@ def prepare_image(data, path: str | os.PathLike = "<bytes>", *,
     try:
         with Image.open(io.BytesIO(bytes(data))) as image:
             image.seek(0)
+            if "transparency" in image.info:  # a transparent colour: alpha="keep" reads it
+                image = image.convert("RGBA")
+            elif image.mode not in ("L", "LA", "RGB", "RGBA", "I;16"):
+                image = image.convert("RGBA" if "A" in image.getbands() else "RGB")
             out = io.BytesIO()
-            mode = "RGBA" if "transparency" in image.info else "RGB"  # alpha="keep" reads it
-            image.convert(mode).save(out, format="PNG", compress_level=1)
+            image.save(out, format="PNG", compress_level=1)
             frame = (image.height, image.width)
     except (OSError, ValueError, EOFError) as exc:
-        raise FormatError(path, "GIF first frame", f"cannot be decoded ({exc})") from exc
+        raise FormatError(path, field, f"cannot be decoded ({exc})") from exc
     return np.frombuffer(out.getvalue(), dtype=np.uint8).copy(), frame
 
 

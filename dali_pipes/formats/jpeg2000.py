@@ -48,6 +48,25 @@ def j2k_size(raw: bytes, path) -> tuple[int, int]:
     return ysiz - yo, xsiz - xo
 
 
+def components(head: bytes, kind: str) -> int | None:
+    """The number of components (channels) a checked JPEG 2000 file declares: `ihdr`'s NC
+    (.jp2, `kind` "jp2") or SIZ's Csiz (raw codestream, "j2k"); None when `head` (the
+    first bytes of the file) does not reach it."""
+    if kind == "j2k":
+        return struct.unpack(">H", head[40:42])[0] if len(head) >= 42 else None
+    at = head.find(b"ihdr")
+    return struct.unpack(">H", head[at + 12:at + 14])[0] if 0 <= at <= len(head) - 14 \
+        else None
+
+
+def dali_decodes(head: bytes, kind: str) -> bool:
+    """Whether DALI 2.4's CPU decoder (OpenJPEG through nvImageCodec) reads this file as
+    RGB: .jp2 files of 1, 3 or 4 components and raw codestreams of 3 or 4; it fails on a
+    raw codestream of one component and on two (gray + alpha) in either."""
+    n = components(head, kind)
+    return n in (3, 4) or (n == 1 and kind == "jp2")
+
+
 def _boxes(raw: bytes, start: int, end: int, path, where: str):
     """(type, (payload start, payload end)) of each box in raw[start:end]."""
     pos = start

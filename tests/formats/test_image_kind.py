@@ -173,3 +173,20 @@ def test_gif_with_a_transparent_colour_becomes_an_rgba_png():
     image = Image.fromarray(_gray()).convert("P")
     data, size = prepare_image(np.frombuffer(_encode(image, "GIF", transparency=0), np.uint8))
     assert size == (H, W) and Image.open(io.BytesIO(data.tobytes())).mode == "RGBA"
+
+
+@pytest.mark.parametrize("mode,kw,converted", [
+    ("RGB", {}, False), ("RGBA", {}, False), ("L", {}, False), ("LA", {}, True),
+    ("RGB", {"no_jp2": True}, False), ("RGBA", {"no_jp2": True}, False),
+    ("L", {"no_jp2": True}, True), ("LA", {"no_jp2": True}, True)])
+def test_jpeg2000_that_dalis_cpu_decoder_refuses_becomes_a_lossless_png(mode, kw, converted):
+    """DALI 2.4's CPU decoder fails on raw one-component codestreams and on gray + alpha
+    (checked on the mixed folder in tests/sources/test_image_source.py); those files reach
+    both backends as PNGs of the same pixels, the others as they are."""
+    rgba = np.dstack([np.stack([_gray()] * 3, -1), 255 - _gray()])
+    image = Image.fromarray(rgba, "RGBA").convert(mode)
+    data = np.frombuffer(_encode(image, "JPEG2000", **kw), np.uint8)
+    out, size = prepare_image(data, "pic")
+    assert size == (H, W) and (image_kind(out) == "png") == converted
+    decoded = Image.open(io.BytesIO(out.tobytes()))
+    assert decoded.mode == mode and np.array_equal(np.asarray(decoded), np.asarray(image))
