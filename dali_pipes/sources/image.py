@@ -1,5 +1,5 @@
-"""Image source: image files (JPEG, PNG, GIF, BMP, TIFF, WebP, JPEG 2000) in class folders (and their
-sub-folders), addressed by dataset index."""
+"""Image source: image files (JPEG, PNG, GIF, BMP, TIFF, WebP, JPEG 2000) in class folders
+(and their sub-folders), addressed by dataset index."""
 from __future__ import annotations
 
 import numpy as np
