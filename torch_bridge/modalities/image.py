@@ -51,6 +51,8 @@ class ImageModality(SourceModality):
     every option left at its default.
     `max_pixels`: images whose header claims more pixels are bad samples under on_error, on
     both backends, before decoding (default PIL's 89,478,485; None: no limit).
+    Files: JPEG, PNG, WebP, BMP, TIFF, GIF and JPEG 2000 (.jp2 or raw J2K), recognised
+    from their bytes (docs/data_sources.md, "Image formats").
     `adjust_orientation` (default False, as torchvision's decode_image): True turns and
     flips each image as its EXIF Orientation tag (JPEG, PNG, WebP, TIFF) says before the
     crop window is drawn on it; a missing or malformed tag counts as upright.
