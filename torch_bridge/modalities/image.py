@@ -109,9 +109,8 @@ class ImageModality(SourceModality):
         # window. The first build decides (the engine's one-sample blame pipeline reuses it).
         if self._decode_opts is None:
             square = self.recipe.size[0] == self.recipe.size[1]
-            self._scaled = self.recipe.is_default_graph and square and self.decode.is_default \
-                and \
-                image_scaled.scaled_decode_pays(
+            self._scaled = self.recipe.is_default_graph and square and \
+                self.decode.is_default and image_scaled.scaled_decode_pays(
                 self.source, size=self.size, train=self.train, device=device,
                 enabled=config.scaled_jpeg_decode)
             self._decode_opts = dict(fast_idct=config.use_fast_idct, threads=config.threads())
