@@ -90,7 +90,8 @@ def alpha_plane(data, path="<bytes>", orientation: int = 1) -> np.ndarray | None
             if "A" not in image.getbands() and "transparency" not in image.info:
                 return None
             stored = _stored_orientation(image, data)
-            plane = np.asarray(image.convert("RGBA").getchannel("A"))
+            has_channel = "A" in image.getbands()  # else a transparent colour
+            plane = np.asarray((image if has_channel else image.convert("RGBA")).getchannel("A"))
     except (OSError, ValueError, SyntaxError) as exc:
         raise FormatError(path, "alpha channel", f"cannot be decoded ({exc})") from exc
     return np.array(orient_array(orient_array(plane, stored), orientation), order="C")

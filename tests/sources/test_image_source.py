@@ -155,3 +155,22 @@ def test_decode_options_are_validated_naming_the_option(decode_folder):
                            ({"alpha": "keep", "color_jitter": 0.4}, "alpha='keep'")):
         with pytest.raises(ValueError, match=match):
             make_loader("image", decode_folder, backend="torch", **options)
+
+
+def test_an_alpha_channel_that_cannot_be_decoded_is_a_bad_sample(tmp_path):
+    """The header check passes (IEND kept), Pillow fails on the alpha plane: under
+    on_error="skip" both backends skip the file, naming it, and yield the rest."""
+    from torch_bridge import make_loader
+    folder = tmp_path / "d" / "c"
+    folder.mkdir(parents=True)
+    _write(folder / "good.png", _picture(True), "PNG")
+    data = (folder / "good.png").read_bytes()
+    (folder / "broken.png").write_bytes(data[:len(data) // 2] + data[-12:])
+    for backend in ("dali", "torch"):
+        extra = {"reference": {"num_workers": 0}} if backend == "torch" else {}
+        loader = make_loader("image", tmp_path / "d", backend=backend, batch_size=2, size=8,
+                             alpha="keep", on_error="skip", **extra)
+        batches = list(loader)
+        assert sum(len(b["index"]) for b in batches) == 1, backend
+        assert [s.path for s in loader.skipped] == [str(folder / "broken.png")], backend
+        assert "alpha channel" in loader.skipped[0].reason, backend
