@@ -30,7 +30,7 @@ def _file(fmt: str, orientation: int, mode: str = "RGB", **kw) -> np.ndarray:
 
 
 def _chw(pixels: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)
+    return torch.from_numpy(np.array(pixels, order="C")).permute(2, 0, 1)
 
 
 @pytest.mark.parametrize("fmt,kw", [("PNG", {}), ("TIFF", {}), ("WEBP", {"lossless": True})])
