@@ -174,3 +174,22 @@ def test_an_alpha_channel_that_cannot_be_decoded_is_a_bad_sample(tmp_path):
         assert sum(len(b["index"]) for b in batches) == 1, backend
         assert [s.path for s in loader.skipped] == [str(folder / "broken.png")], backend
         assert "alpha channel" in loader.skipped[0].reason, backend
+
+
+@pytest.mark.parametrize("options", [
+    {"erasing": 0.5, "mixup": 0.2, "num_classes": 2, "memory_format": "channels_last"},
+    {"dtype": "float16", "mean": 0.5, "std": 0.25, "vflip": 0.5}])
+def test_alpha_with_recipe_options_on_both_backends(decode_folder, options):
+    """The 4th channel goes through layout, dtype, erasing and mixing like the others; the
+    normalisation leaves it at alpha / 255."""
+    from torch_bridge import make_loader
+    got = {}
+    for backend in ("dali", "torch"):
+        extra = {"reference": {"num_workers": 0}} if backend == "torch" else {}
+        loader = make_loader("image", decode_folder, backend=backend, batch_size=6, size=16,
+                             seed=5, alpha="keep", **options, **extra)
+        got[backend] = next(iter(loader))["image"].float()
+    assert got["dali"].shape == (6, 4, 16, 16)
+    assert (got["dali"] - got["torch"]).abs().mean().item() < 0.03
+    if "mixup" not in options:
+        assert got["dali"][:, 3].min() >= 0 and got["dali"][:, 3].max() <= 1
