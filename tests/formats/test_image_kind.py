@@ -190,3 +190,20 @@ def test_jpeg2000_that_dalis_cpu_decoder_refuses_becomes_a_lossless_png(mode, kw
     assert size == (H, W) and (image_kind(out) == "png") == converted
     decoded = Image.open(io.BytesIO(out.tobytes()))
     assert decoded.mode == mode and np.array_equal(np.asarray(decoded), np.asarray(image))
+
+
+def test_16_bit_gray_tiff_and_jpeg2000_load_by_their_high_byte_on_both_backends(tmp_path):
+    from torch_bridge import make_loader
+    (tmp_path / "c").mkdir()
+    gray16 = Image.fromarray(_gray().astype(np.uint16) * 257)
+    gray16.save(tmp_path / "c" / "a.tiff")
+    gray16.save(tmp_path / "c" / "b.jp2")
+    gray16.save(tmp_path / "c" / "c.j2k", "JPEG2000", no_jp2=True)
+    Image.fromarray(_gray()).save(tmp_path / "c" / "d.png")  # the same picture, 8-bit
+    for backend in ("dali", "torch"):
+        extra = {"reference": {"num_workers": 0}} if backend == "torch" else {}
+        loader = make_loader("image", tmp_path, backend=backend, batch_size=4, size=24,
+                             train=False, shuffle=False, dtype="uint8", **extra)
+        images = next(iter(loader))["image"]
+        for i in range(3):
+            assert torch.equal(images[i], images[3]), (backend, i)

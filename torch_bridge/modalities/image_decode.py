@@ -2,7 +2,8 @@
 
 torchvision's `decode_image` reads JPEG, PNG and WebP (GIFs arrive as PNG, see
 `dali_pipes.formats.image_kind.prepare_image`); BMP, TIFF and JPEG 2000 go through PIL.
-16-bit PNGs come out as uint8 by their high byte, as DALI's decoder gives them. The
+16-bit PNGs, TIFFs and JPEG 2000 files come out as uint8 by their high byte, as DALI's
+decoder gives them. The
 pixels are those stored in the file (Pillow's own turn of a TIFF with an Orientation tag
 is undone, as DALI does not apply it); `decode_image_tensor` then applies the EXIF
 orientation and adds the alpha channel when `dali_pipes.formats.image_decode.ImageDecode`
@@ -34,7 +35,7 @@ def decode_rgb(data: np.ndarray) -> torch.Tensor:
     if kind in _PIL_KINDS:
         from PIL import Image
         with Image.open(io.BytesIO(data.tobytes())) as image:
-            pixels = np.asarray(image.convert("RGB"))
+            pixels = _pil_rgb(image)
         image_t = torch.from_numpy(pixels.copy()).permute(2, 0, 1)
         if kind == "tiff":  # Pillow turned it by its Orientation tag: undo
             image_t = orient_tensor(image_t, inverse_orientation(exif_orientation(data)))
@@ -44,6 +45,15 @@ def decode_rgb(data: np.ndarray) -> torch.Tensor:
     if image.dtype == torch.uint16:
         image = (image.to(torch.int32) >> 8).to(torch.uint8)
     return image
+
+
+def _pil_rgb(image) -> np.ndarray:
+    """(H, W, 3) uint8 of a Pillow image; 16-bit gray by its high byte, as DALI decodes it
+    (Pillow's convert would clip it at 255)."""
+    if image.mode.startswith("I;16"):
+        gray = (np.asarray(image).astype(np.uint16) >> 8).astype(np.uint8)
+        return np.stack([gray] * 3, -1)
+    return np.asarray(image.convert("RGB"))
 
 
 def decode_image_tensor(data: np.ndarray, orientation: int, plane: np.ndarray | None,
