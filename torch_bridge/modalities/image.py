@@ -30,7 +30,7 @@ from torch_bridge.errors import SampleGuard
 from torch_bridge.mixing import mix_batch
 from torch_bridge.modalities import image_scaled
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
-from torch_bridge.modalities.image_decode import decode_image_tensor
+from torch_bridge.modalities.image_decode import decode_image_tensor, with_alpha_channel
 from torch_bridge.option_types import OptionTypeError
 from torch_bridge.photometric import apply_photometric
 from torch_bridge.policies import apply_policy
@@ -88,7 +88,7 @@ class ImageModality(SourceModality):
         self.recipe = image_recipe(**options)
         self.decode = image_decode(adjust_orientation=adjust_orientation, alpha=alpha)
         if self.decode.alpha:
-            self.recipe = _with_alpha_channel(self.recipe)
+            self.recipe = with_alpha_channel(self.recipe)
         self._set_source(_image_source(data, max_pixels, image_column, label_column,
                                        {"storage_options": storage_options,
                                         "cache_dir": cache_dir, "cache_limit": cache_limit}),
@@ -280,19 +280,6 @@ class ImageModality(SourceModality):
             image = image.to(torch.bfloat16)
         batch["image"] = image
         return batch
-
-
-def _with_alpha_channel(recipe):
-    """`recipe` normalising a 4th (alpha) channel with mean 0, std 1 on the 0..1 scale;
-    ValueError for the options that work on RGB only."""
-    import dataclasses
-
-    if recipe.photometric or recipe.auto_augment:
-        raise ValueError("image option alpha='keep' works on RGB + alpha images, which "
-                         "color_jitter, grayscale, blur and auto_augment do not take; "
-                         "expected alpha='drop' with them")
-    mean, std = (v * 3 if len(v) == 1 else v for v in (recipe.mean, recipe.std))
-    return dataclasses.replace(recipe, mean=(*mean, 0.0), std=(*std, 1.0))
 
 
 def _with_preset(options: dict, recipe, train: bool) -> dict:

@@ -18,6 +18,7 @@ import torch
 
 from dali_pipes.formats.exif import exif_orientation, inverse_orientation, orientation_steps
 from dali_pipes.formats.image_kind import image_kind
+from dali_pipes.recipes import ImageRecipe
 
 _PIL_KINDS = ("bmp", "tiff", "jp2", "j2k")
 
@@ -76,3 +77,16 @@ def orient_tensor(image: torch.Tensor, orientation: int) -> torch.Tensor:
         image = image.transpose(-2, -1)
     dims = [d for d, used in ((-2, rows), (-1, cols)) if used]
     return image.flip(dims) if dims else image
+
+
+def with_alpha_channel(recipe: ImageRecipe) -> ImageRecipe:
+    """`recipe` normalising a 4th (alpha) channel with mean 0, std 1 on the 0..1 scale;
+    ValueError for the options that work on RGB only."""
+    import dataclasses
+
+    if recipe.photometric or recipe.auto_augment:
+        raise ValueError("image option alpha='keep' works on RGB + alpha images, which "
+                         "color_jitter, grayscale, blur and auto_augment do not take; "
+                         "expected alpha='drop' with them")
+    mean, std = (v * 3 if len(v) == 1 else v for v in (recipe.mean, recipe.std))
+    return dataclasses.replace(recipe, mean=(*mean, 0.0), std=(*std, 1.0))
