@@ -193,3 +193,26 @@ def test_alpha_with_recipe_options_on_both_backends(decode_folder, options):
     assert (got["dali"] - got["torch"]).abs().mean().item() < 0.03
     if "mixup" not in options:
         assert got["dali"][:, 3].min() >= 0 and got["dali"][:, 3].max() <= 1
+
+
+def test_a_fourth_mean_and_std_value_normalises_the_alpha(decode_folder):
+    import torch
+
+    from torch_bridge import make_loader
+    got = {}
+    for backend in ("dali", "torch"):
+        extra = {"reference": {"num_workers": 0}} if backend == "torch" else {}
+        for mean, std in (((0.5,) * 4, (0.5, 0.5, 0.5, 0.25)), (0.5, 0.5)):
+            loader = make_loader("image", decode_folder, backend=backend, batch_size=12,
+                                 size=16, seed=5, shuffle=False, alpha="keep", mean=mean,
+                                 std=std, **extra)
+            got[backend, len(std) if isinstance(std, tuple) else 1] = \
+                next(iter(loader))["image"][:, 3]
+    for backend in ("dali", "torch"):  # the same alpha / 255, then (x - 0.5) / 0.25
+        want = (got[backend, 1] - 0.5) / 0.25
+        assert torch.allclose(got[backend, 4], want, atol=1e-5), backend
+    assert (got["dali", 4] - got["torch", 4]).abs().mean().item() < 0.05
+    for options, match in (({"mean": (0.5,) * 4}, "mean"),
+                           ({"alpha": "keep", "std": (0.5, 0.5, 0.5, 0)}, "alpha value 0")):
+        with pytest.raises(ValueError, match=match):
+            make_loader("image", decode_folder, backend="torch", **options)

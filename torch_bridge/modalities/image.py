@@ -30,7 +30,11 @@ from torch_bridge.errors import SampleGuard
 from torch_bridge.mixing import mix_batch
 from torch_bridge.modalities import image_scaled
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
-from torch_bridge.modalities.image_decode import decode_image_tensor, with_alpha_channel
+from torch_bridge.modalities.image_decode import (
+    decode_image_tensor,
+    split_alpha_norm,
+    with_alpha_channel,
+)
 from torch_bridge.option_types import OptionTypeError
 from torch_bridge.photometric import apply_photometric
 from torch_bridge.policies import apply_policy
@@ -57,8 +61,9 @@ class ImageModality(SourceModality):
     flips each image as its EXIF Orientation tag (JPEG, PNG, WebP, TIFF) says before the
     crop window is drawn on it; a missing or malformed tag counts as upright.
     `alpha`: "drop" (default, RGB) or "keep": "image" has 4 channels, RGB then alpha (255
-    for images without transparency), the alpha scaled to 0..1 (mean 0, std 1 after the
-    RGB mean/std); not with colour jitter, grayscale, blur or auto_augment.
+    for images without transparency); `mean`/`std` may then have a 4th value for the
+    alpha (default mean 0, std 1: alpha on the 0..1 scale); not with colour jitter,
+    grayscale, blur or auto_augment.
     `image_column` / `label_column` (with `data` a Hugging Face `datasets.Dataset` only;
     default "image" / "label"): see dali_pipes.sources.hf.
     For WebDataset shards (local or URLs): `storage_options` (for fsspec), `cache_dir` and
@@ -85,10 +90,11 @@ class ImageModality(SourceModality):
         options = {k: v for k, v in locals().items() if k in RECIPE_OPTIONS}
         if recipe is not None:
             options = _with_preset(options, recipe, train)
-        self.recipe = image_recipe(**options)
         self.decode = image_decode(adjust_orientation=adjust_orientation, alpha=alpha)
+        options, alpha_norm = split_alpha_norm(options, self.decode.alpha)
+        self.recipe = image_recipe(**options)
         if self.decode.alpha:
-            self.recipe = with_alpha_channel(self.recipe)
+            self.recipe = with_alpha_channel(self.recipe, *alpha_norm)
         self._set_source(_image_source(data, max_pixels, image_column, label_column,
                                        {"storage_options": storage_options,
                                         "cache_dir": cache_dir, "cache_limit": cache_limit}),

@@ -12,6 +12,7 @@ asks, with the same numpy steps the DALI feed uses.
 from __future__ import annotations
 
 import io
+import math
 
 import numpy as np
 import torch
@@ -79,8 +80,31 @@ def orient_tensor(image: torch.Tensor, orientation: int) -> torch.Tensor:
     return image.flip(dims) if dims else image
 
 
-def with_alpha_channel(recipe: ImageRecipe) -> ImageRecipe:
-    """`recipe` normalising a 4th (alpha) channel with mean 0, std 1 on the 0..1 scale;
+def split_alpha_norm(options: dict, keep: bool) -> tuple[dict, tuple[float, float]]:
+    """(recipe options with 1 or 3 mean/std values, (alpha mean, alpha std)): with
+    `keep`, a 4th `mean`/`std` value is the alpha's (default 0 and 1 on the 0..1 scale);
+    without, the options as they are (the recipe refuses 4 values)."""
+    alpha_norm = [0.0, 1.0]
+    if not keep:
+        return options, (0.0, 1.0)
+    options = dict(options)
+    for slot, name in enumerate(("mean", "std")):
+        value = options.get(name)
+        if isinstance(value, (tuple, list)) and len(value) == 4:
+            options[name], alpha_norm[slot] = tuple(value[:3]), value[3]
+    mean, std = alpha_norm
+    if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean):
+        raise ValueError(f"image option mean: the alpha value {mean!r} is not allowed; "
+                         f"expected a finite number")
+    if isinstance(std, bool) or not isinstance(std, (int, float)) or not 0 < std < math.inf:
+        raise ValueError(f"image option std: the alpha value {std!r} is not allowed; "
+                         f"expected a number > 0")
+    return options, (float(mean), float(std))
+
+
+def with_alpha_channel(recipe: ImageRecipe, mean: float = 0.0, std: float = 1.0
+                       ) -> ImageRecipe:
+    """`recipe` normalising a 4th (alpha) channel with `mean`, `std` on the 0..1 scale;
     ValueError for the options that work on RGB only."""
     import dataclasses
 
@@ -88,5 +112,5 @@ def with_alpha_channel(recipe: ImageRecipe) -> ImageRecipe:
         raise ValueError("image option alpha='keep' works on RGB + alpha images, which "
                          "color_jitter, grayscale, blur and auto_augment do not take; "
                          "expected alpha='drop' with them")
-    mean, std = (v * 3 if len(v) == 1 else v for v in (recipe.mean, recipe.std))
-    return dataclasses.replace(recipe, mean=(*mean, 0.0), std=(*std, 1.0))
+    rgb_mean, rgb_std = (v * 3 if len(v) == 1 else v for v in (recipe.mean, recipe.std))
+    return dataclasses.replace(recipe, mean=(*rgb_mean, mean), std=(*rgb_std, std))
