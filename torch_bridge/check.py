@@ -82,12 +82,13 @@ Units = list[tuple[str, Callable[[], object]]]
 
 
 def _image_units(data, decode: bool, max_pixels) -> tuple[object, Units]:
+    from dali_pipes.formats.image_kind import image_kind
     from dali_pipes.sources.image import ImageFolderSource
     src = ImageFolderSource(data, max_pixels=max_pixels)
 
     def image(i: int) -> None:
         raw, _ = src.read_checked(i)
-        if decode:
+        if decode and image_kind(raw) == "jpeg":  # the strict decode reads JPEG only
             _strict_decode(raw, src.files[i])
     return src, [(f, functools.partial(image, i)) for i, f in enumerate(src.files)]
 
