@@ -48,6 +48,8 @@ IMAGE_INPUTS = (Input("jpegs", "uint8", 1), Input("anchor", "int32", 1),
 # reads the crop window, with fractional edges, from them.
 SCALED_IMAGE_INPUTS = (Input("pixels", "uint8", 3, "HWC"), Input("roi_start", "float32", 1),
                        Input("roi_end", "float32", 1), *_scalars("int32", "mirror"))
+# Only with alpha="keep": each sample's alpha in its crop window (dali_pipes.formats.image_decode)
+ALPHA_INPUT = Input("alpha", "uint8", 3, "HWC")
 IMAGE_VFLIP_INPUT = Input("vflip", "int32", 0)  # only when the recipe asks for vertical flips
 # Only with colour jitter or grayscale: [brightness, contrast, saturation, hue, gray]; with blur
 JITTER_INPUT = Input("jitter", "float32", 1)

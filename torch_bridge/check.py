@@ -79,7 +79,8 @@ def _strict_decode(data, path: str) -> None:
     """Decode a JPEG strictly (other formats were checked from their headers only)."""
     import simplejpeg
 
-    if data[:2].tobytes() != b"\xff\xd8":
+    from dali_pipes.formats.image_kind import image_kind
+    if image_kind(data) != "jpeg":
         return
     try:
         simplejpeg.decode_jpeg(data.tobytes(), strict=True)

@@ -1,10 +1,12 @@
 """What image format a file's bytes hold, and its size, from the header (no decoding).
 
-JPEG, PNG, GIF, BMP, TIFF and WebP are told apart by their magic bytes, never by the file
-name. The size comes from the format's header (PNG IHDR, GIF logical screen, BMP info
-header, the first TIFF IFD, WebP VP8/VP8L/VP8X chunk); JPEG goes through the stricter
-`dali_pipes.formats.jpeg.jpeg_size`. PNG and GIF are also checked for their end marker, so
-a truncated file fails here, naming the file, before a decoder sees it.
+JPEG, PNG, GIF, BMP, TIFF, WebP and JPEG 2000 (a .jp2 file or a raw J2K codestream) are
+told apart by their magic bytes, never by the file name. The size comes from the format's
+header (PNG IHDR, GIF logical screen, BMP info header, the first TIFF IFD, WebP
+VP8/VP8L/VP8X chunk, JPEG 2000 ihdr box or SIZ marker: `dali_pipes.formats.jpeg2000`);
+JPEG goes through the stricter `dali_pipes.formats.jpeg.jpeg_size`. PNG, GIF and JPEG 2000
+are also checked for their end marker, so a truncated file fails here, naming the file,
+before a decoder sees it.
 """
 from __future__ import annotations
 
@@ -13,10 +15,17 @@ import struct
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.jpeg import check_pixels, jpeg_size
+from dali_pipes.formats.jpeg2000 import (
+    J2K_START,
+    JP2_SIGNATURE,
+    dali_decodes,
+    j2k_size,
+    jp2_size,
+)
 
-KINDS = ("jpeg", "png", "gif", "bmp", "tiff", "webp")
+KINDS = ("jpeg", "png", "gif", "bmp", "tiff", "webp", "jp2", "j2k")
 _PNG = b"\x89PNG\r\n\x1a\n"
-_EXPECTED = "a JPEG, PNG, GIF, BMP, TIFF or WebP image"
+_EXPECTED = "a JPEG, PNG, GIF, BMP, TIFF, WebP or JPEG 2000 image"
 
 
 def image_kind(data) -> str | None:
@@ -34,6 +43,10 @@ def image_kind(data) -> str | None:
         return "tiff"
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "webp"
+    if head[:12] == JP2_SIGNATURE:
+        return "jp2"
+    if head.startswith(J2K_START):
+        return "j2k"
     return None
 
 
@@ -138,8 +151,11 @@ def _check_length(raw: bytes, path, field: str, declared: int) -> None:
 def prepare_image(data, path: str | os.PathLike = "<bytes>", *,
                   max_pixels: int | None = None):
     """(bytes to decode, (height, width)) of a checked image: the bytes as they are, or
-    for a GIF its first frame as a PNG (DALI's decoders do not read GIF; both backends
-    then decode the same PNG). FormatError as `image_size`.
+    as a PNG written by Pillow where DALI 2.4's decoders cannot read the file: a GIF (its
+    first frame; RGBA when the GIF has a transparent colour) and the JPEG 2000 files its
+    CPU decoder refuses (`jpeg2000.dali_decodes`: a raw J2K codestream of one component,
+    any file of two). Both backends then decode the same PNG. FormatError as
+    `image_size`, or naming the file when Pillow cannot decode what it must convert.
 
     Args:
         data: the whole file as a uint8 numpy array.
@@ -150,8 +166,15 @@ def prepare_image(data, path: str | os.PathLike = "<bytes>", *,
         A uint8 numpy array and the size in pixels.
     """
     kind, size = image_size(data, path, max_pixels=max_pixels)
-    if kind != "gif":
-        return data, size
+    if kind == "gif":
+        return _as_png(data, path, "GIF first frame")
+    if kind in ("jp2", "j2k") and not dali_decodes(bytes(data[:256]), kind):
+        return _as_png(data, path, "JPEG 2000 image")
+    return data, size
+
+
+def _as_png(data, path, field: str):
+    """The image (a GIF's first frame) re-encoded losslessly as PNG, and its size."""
     import io
 
     import numpy as np
@@ -159,12 +182,17 @@ def prepare_image(data, path: str | os.PathLike = "<bytes>", *,
     try:
         with Image.open(io.BytesIO(bytes(data))) as image:
             image.seek(0)
+            if "transparency" in image.info:  # a transparent colour: alpha="keep" reads it
+                image = image.convert("RGBA")
+            elif image.mode not in ("L", "LA", "RGB", "RGBA", "I;16"):
+                image = image.convert("RGBA" if "A" in image.getbands() else "RGB")
             out = io.BytesIO()
-            image.convert("RGB").save(out, format="PNG", compress_level=1)
+            image.save(out, format="PNG", compress_level=1)
             frame = (image.height, image.width)
     except (OSError, ValueError, EOFError) as exc:
-        raise FormatError(path, "GIF first frame", f"cannot be decoded ({exc})") from exc
+        raise FormatError(path, field, f"cannot be decoded ({exc})") from exc
     return np.frombuffer(out.getvalue(), dtype=np.uint8).copy(), frame
 
 
-_READERS = {"png": _png, "gif": _gif, "bmp": _bmp, "tiff": _tiff, "webp": _webp}
+_READERS = {"png": _png, "gif": _gif, "bmp": _bmp, "tiff": _tiff, "webp": _webp,
+            "jp2": jp2_size, "j2k": j2k_size}

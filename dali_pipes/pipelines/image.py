@@ -26,7 +26,9 @@ import nvidia.dali.types as types
 from nvidia.dali import Pipeline
 
 from dali_pipes import schema
-from dali_pipes.pipelines.config import PipelineConfig, affine_threads, check_device
+from dali_pipes.formats.image_decode import ImageDecode
+from dali_pipes.pipelines.config import PipelineConfig, check_device
+from dali_pipes.pipelines.image_decode import decode_inputs, decode_window
 from dali_pipes.pipelines.inputs import external_inputs
 from dali_pipes.pipelines.photometric import photometric
 from dali_pipes.pipelines.policies import apply_policy
@@ -67,19 +69,22 @@ def graph_inputs_for(recipe: ImageRecipe | None) -> tuple[schema.Input, ...]:
 
 def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size: int,
                          config: PipelineConfig, device_id: int | None = None,
-                         recipe: ImageRecipe | None = None) -> Pipeline:
+                         recipe: ImageRecipe | None = None,
+                         decode: ImageDecode | None = None) -> Pipeline:
     """Define (not build) the image graph. DALI checks every operator argument here.
 
     `recipe` (None: the default) sets what follows the decode: output (H, W) (then `size`
-    is ignored), interpolation, vertical flip, mean/std, dtype and layout."""
+    is ignored), interpolation, vertical flip, mean/std, dtype and layout. `decode` (None:
+    the default) adds EXIF orientation and the alpha channel (input "alpha")."""
     pipe = new_pipeline(device=device, batch_size=batch_size, config=config,
                         device_id=device_id)
     recipe = recipe if recipe is not None else ImageRecipe(size=(size, size))
     with pipe:
-        declared = graph_inputs_for(recipe)
+        declared = graph_inputs_for(recipe) + decode_inputs(decode)
         jpegs, anchor, shape, mirror, *rest = external_inputs(declared)
         extra = dict(zip(schema.names(declared[4:]), rest, strict=False))
-        images = _decode_window(jpegs, anchor, shape, device, config)
+        images = _decode_window(jpegs, anchor, shape, device, config, decode,
+                                extra.get("alpha"))
         images = fn.resize(images, device=device, size=extra.get("out_size", list(recipe.size)),
                            antialias=config.antialias,
                            interp_type=_INTERP[recipe.interpolation])
@@ -110,17 +115,8 @@ def _normalize(images, mirror, device: str, recipe: ImageRecipe):
                                     mean=list(mean), std=list(std))
 
 
-def _decode_window(jpegs, anchor, shape, device: str, config: PipelineConfig):
-    common = dict(axis_names="HW", normalized_anchor=False, normalized_shape=False,
-                  output_type=types.RGB, adjust_orientation=False,
-                  jpeg_fancy_upsampling=config.jpeg_fancy_upsampling)
-    if device == "cpu":
-        return fn.decoders.image_slice(jpegs, anchor, shape, device="cpu",
-                                       use_fast_idct=config.use_fast_idct, **common)
-    return fn.decoders.image_slice(
-        jpegs, anchor, shape, device="mixed", hw_decoder_load=config.hw_decoder_load,
-        affine=affine_threads(),
-        device_memory_padding=config.device_memory_padding,
-        host_memory_padding=config.host_memory_padding,
-        preallocate_width_hint=config.preallocate_width_hint,
-        preallocate_height_hint=config.preallocate_height_hint, **common)
+def _decode_window(jpegs, anchor, shape, device: str, config: PipelineConfig,
+                   decode: ImageDecode | None = None, alpha=None):
+    """The decoded crop windows (dali_pipes.pipelines.image_decode): RGB, turned by EXIF
+    orientation and with an alpha channel when `decode` asks."""
+    return decode_window(jpegs, anchor, shape, device, config, decode, alpha)

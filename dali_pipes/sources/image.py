@@ -1,6 +1,6 @@
-"""Image source: image files (JPEG, PNG, GIF, BMP, TIFF, WebP) in class folders (and their
-sub-folders), local or behind a URL of a listable store (`s3://bucket/train/`), addressed by
-dataset index."""
+"""Image source: image files (JPEG, PNG, GIF, BMP, TIFF, WebP, JPEG 2000) in class folders
+(and their sub-folders), local or behind a URL of a listable store (`s3://bucket/train/`),
+addressed by dataset index."""
 from __future__ import annotations
 
 import os
@@ -17,7 +17,8 @@ from dali_pipes.stores.remote import FsspecStore, StoreError, is_url
 # Files with these suffixes are samples; one that holds no image format (recognised from its
 # bytes, dali_pipes.formats.image_kind) is a bad sample (under on_error), never left out.
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp", ".gif",
-                              ".tif", ".tiff", ".webp"})
+                              ".tif", ".tiff", ".webp", ".jp2", ".j2k", ".j2c", ".jpc",
+                              ".jpf"})
 
 
 def check_max_pixels(max_pixels) -> int | None:

@@ -98,3 +98,14 @@ def test_detection(tiny_data, tmp_path):
     assert [p.path for p in report.problems] == [str(victim)]
     (data / "instances.json").write_text("{not json")
     assert main([str(data), "--modality", "detection"]) == 1
+
+
+def test_decode_reads_jpegs_strictly_and_leaves_other_formats_to_the_header_check(tmp_path):
+    from PIL import Image
+    root = write_image_folder(tmp_path, n_images=1, n_classes=1)
+    pixels = np.zeros((12, 16, 3), np.uint8)
+    for name in ("a.png", "b.jp2", "c.webp"):
+        Image.fromarray(pixels).save(root / "class_0" / name)
+    (root / "class_0" / "cut.jpg").write_bytes(cut_with_eoi(encode()))
+    report = check_data(root, decode=True)
+    assert [os.path.basename(p.path) for p in report.problems] == ["cut.jpg"]

@@ -95,3 +95,13 @@ def test_the_first_build_decides_and_keeps_the_decode_threads(large_folder):
         probe.feed_input(name, values)
     (out,) = probe.run()
     assert np.asarray(out[0]).shape == (3, SIZE, SIZE)
+
+
+@pytest.mark.parametrize("options", [{"adjust_orientation": True}, {"alpha": "keep"}])
+def test_decode_options_turn_reduced_decoding_off(large_folder, options):
+    """The reduced-scale decode in the feed knows neither EXIF orientation nor alpha."""
+    loader = make_loader("image", large_folder, backend="dali", device="cpu", batch_size=4,
+                         seed=3, size=SIZE, **options)
+    batch = next(iter(loader))
+    assert not loader._engine.modality._scaled
+    assert batch["image"].shape[1] == (4 if "alpha" in options else 3)

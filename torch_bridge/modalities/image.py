@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from dali_pipes.augment import recipe_params
+from dali_pipes.formats.image_decode import alpha_windows, image_decode, prepare_decode
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.mixing import mix_params
 from dali_pipes.photometric import photometric_params
@@ -31,7 +32,11 @@ from torch_bridge.errors import SampleGuard
 from torch_bridge.mixing import mix_batch
 from torch_bridge.modalities import image_scaled
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
-from torch_bridge.modalities.image_decode import decode_rgb
+from torch_bridge.modalities.image_decode import (
+    decode_image_tensor,
+    split_alpha_norm,
+    with_alpha_channel,
+)
 from torch_bridge.option_types import OptionTypeError
 from torch_bridge.photometric import apply_photometric
 from torch_bridge.policies import apply_policy
@@ -52,6 +57,15 @@ class ImageModality(SourceModality):
     every option left at its default.
     `max_pixels`: images whose header claims more pixels are bad samples under on_error, on
     both backends, before decoding (default PIL's 89,478,485; None: no limit).
+    Files: JPEG, PNG, WebP, BMP, TIFF, GIF and JPEG 2000 (.jp2 or raw J2K), recognised
+    from their bytes (docs/data_sources.md, "Image formats").
+    `adjust_orientation` (default False, as torchvision's decode_image): True turns and
+    flips each image as its EXIF Orientation tag (JPEG, PNG, WebP, TIFF) says before the
+    crop window is drawn on it; a missing or malformed tag counts as upright.
+    `alpha`: "drop" (default, RGB) or "keep": "image" has 4 channels, RGB then alpha (255
+    for images without transparency); `mean`/`std` may then have a 4th value for the
+    alpha (default mean 0, std 1: alpha on the 0..1 scale); not with colour jitter,
+    grayscale, blur or auto_augment.
     `image_column` / `label_column` (with `data` a Hugging Face `datasets.Dataset` only;
     default "image" / "label"): see dali_pipes.sources.hf.
     For data behind URLs (WebDataset shards, or class folders in a listable store such as
@@ -71,6 +85,7 @@ class ImageModality(SourceModality):
                  blur=0.0, blur_sigma=(0.1, 2.0), blur_kernel=9, auto_augment=None,
                  num_ops=2, magnitude=9, magnitude_std=0.0, recipe=None,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS,
+                 adjust_orientation: bool = False, alpha: str = "drop",
                  image_column: str | None = None, label_column: str | None = None,
                  storage_options: dict | None = None, cache_dir: str | None = None,
                  cache_limit: int | None = None):
@@ -78,7 +93,11 @@ class ImageModality(SourceModality):
         options = {k: v for k, v in locals().items() if k in RECIPE_OPTIONS}
         if recipe is not None:
             options = _with_preset(options, recipe, train)
+        self.decode = image_decode(adjust_orientation=adjust_orientation, alpha=alpha)
+        options, alpha_norm = split_alpha_norm(options, self.decode.alpha)
         self.recipe = image_recipe(**options)
+        if self.decode.alpha:
+            self.recipe = with_alpha_channel(self.recipe, *alpha_norm)
         self._set_source(_image_source(data, max_pixels, image_column, label_column,
                                        {"storage_options": storage_options,
                                         "cache_dir": cache_dir, "cache_limit": cache_limit}),
@@ -100,7 +119,7 @@ class ImageModality(SourceModality):
         if self._decode_opts is None:
             square = self.recipe.size[0] == self.recipe.size[1]
             self._scaled = self.recipe.is_default_graph and square and \
-                image_scaled.scaled_decode_pays(
+                self.decode.is_default and image_scaled.scaled_decode_pays(
                 self.source, size=self.size, train=self.train, device=device,
                 enabled=config.scaled_jpeg_decode)
             self._decode_opts = dict(fast_idct=config.use_fast_idct, threads=config.threads())
@@ -109,17 +128,17 @@ class ImageModality(SourceModality):
                                                config=config)
         return image_graph.build_image_pipeline(
             device=device, batch_size=batch_size, size=self.recipe.size[0], config=config,
-            device_id=device_id, recipe=self.recipe)
+            device_id=device_id, recipe=self.recipe, decode=self.decode)
 
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, Any], np.ndarray]:
         """Read and check a batch's files; crop parameters for the good ones, vectorised."""
-        got, kept = guard.read_batch(epoch, indices, self.path, self.source.read_checked)
+        got, kept = guard.read_batch(epoch, indices, self.path, self._read)
         kept_arr = np.asarray(indices, np.int64)[kept]
         if not got:
             return {}, kept_arr
-        datas = [data for data, _ in got]
-        hw = np.asarray([size for _, size in got], dtype=np.int64)
+        datas = [data for data, *_ in got]
+        hw = np.asarray([size for _, size, *_ in got], dtype=np.int64)
         windows, flip, vflip = recipe_params(self.seed, epoch, aug_keys(indices, keys)[kept],
                                              hw[:, 0], hw[:, 1], self.recipe,
                                              size_at(self.recipe, epoch))
@@ -131,6 +150,8 @@ class ImageModality(SourceModality):
         out: dict[str, Any] = {"jpegs": datas, "anchor": np.ascontiguousarray(windows[:, :2]),
                "shape": np.ascontiguousarray(windows[:, 2:]),
                "mirror": flip.astype(np.int32)}
+        if self.decode.alpha:
+            out["alpha"] = alpha_windows([plane for *_, plane in got], windows)
         if not self.recipe.is_default_graph:
             out.update(self._recipe_feeds(epoch, aug_keys(indices, keys)[kept], vflip))
         return out, kept_arr
@@ -179,11 +200,11 @@ class ImageModality(SourceModality):
         """One sample decoded and cropped with torchvision: uint8 (3, H, W)."""
         from torchvision.transforms.v2 import functional as F
 
-        data, (h, w) = self.source.read_checked(index)
+        data, (h, w), orientation, plane = self._read(index)
         size = size_at(self.recipe, epoch)
         windows, flip, vflip = recipe_params(self.seed, epoch, aug_keys(index, key),
                                              np.array([h]), np.array([w]), self.recipe, size)
-        image = decode_rgb(data)
+        image = decode_image_tensor(data, orientation, plane, self.decode.alpha)
         top, left, ch, cw = windows[0].tolist()
         mode = getattr(F.InterpolationMode, _INTERP[self.recipe.interpolation])
         image = F.resized_crop(image, top, left, ch, cw, list(size),
@@ -211,14 +232,14 @@ class ImageModality(SourceModality):
         return batch
 
     def _finish_recipe(self, pixels: torch.Tensor) -> torch.Tensor:
-        """uint8 (B, 3, H, W) -> the recipe graph's output: HWC for channels_last, float16
+        """uint8 (B, C, H, W) -> the recipe graph's output: HWC for channels_last, float16
         or float32 (bfloat16 is cast later, as on DALI), uint8 as is."""
-        recipe = self.recipe
+        recipe, channels = self.recipe, pixels.shape[1]  # 4 with alpha="keep"
         if recipe.memory_format == "channels_last":
             pixels = pixels.permute(0, 2, 3, 1).contiguous()
-            shape = (1, 1, 1, 3)
+            shape = (1, 1, 1, channels)
         else:
-            shape = (1, 3, 1, 1)
+            shape = (1, channels, 1, 1)
         if not recipe.normalize:
             return pixels
         from torch_bridge.transfer import on_device  # constants copied once per device
@@ -230,6 +251,12 @@ class ImageModality(SourceModality):
         return out.half() if recipe.dtype == "float16" else out
 
     # both backends ---------------------------------------------------------------------
+    def _read(self, index: int):
+        """(bytes, displayed (H, W), EXIF orientation, alpha plane or None) of a checked
+        file (dali_pipes.formats.image_decode.prepare_decode)."""
+        data, size = self.source.read_checked(index)
+        return prepare_decode(data, size, self.path(index), self.decode)
+
     def after_batch(self, batch: dict[str, torch.Tensor], epoch: int, position: int
                     ) -> dict[str, torch.Tensor]:
         """The Loader's last step on both backends: layout view (HWC -> channels_last),
