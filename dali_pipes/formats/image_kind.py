@@ -23,6 +23,10 @@ from dali_pipes.formats.jpeg2000 import (
     jp2_size,
 )
 
+# File-name suffixes of image files (class folders; shard members without the dot): a file
+# with one is a sample whose format is then recognised from its bytes, never from the suffix.
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp", ".gif", ".tif",
+                            ".tiff", ".webp", ".jp2", ".j2k", ".j2c", ".jpc", ".jpf"})
 KINDS = ("jpeg", "png", "gif", "bmp", "tiff", "webp", "jp2", "j2k")
 _PNG = b"\x89PNG\r\n\x1a\n"
 _EXPECTED = "a JPEG, PNG, GIF, BMP, TIFF, WebP or JPEG 2000 image"

@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from dali_pipes.formats.files import read_file_bytes
-from dali_pipes.formats.image_kind import prepare_image
+from dali_pipes.formats.image_kind import IMAGE_SUFFIXES, prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.folders import PathLike, list_class_folders
 from dali_pipes.sources.remote_folders import Objects, holds_shards, list_remote_class_folders
@@ -16,9 +16,7 @@ from dali_pipes.stores.remote import FsspecStore, StoreError, is_url
 
 # Files with these suffixes are samples; one that holds no image format (recognised from its
 # bytes, dali_pipes.formats.image_kind) is a bad sample (under on_error), never left out.
-IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp", ".gif",
-                              ".tif", ".tiff", ".webp", ".jp2", ".j2k", ".j2c", ".jpc",
-                              ".jpf"})
+IMAGE_EXTENSIONS = IMAGE_SUFFIXES
 
 
 def check_max_pixels(max_pixels) -> int | None:

@@ -29,12 +29,12 @@ from pathlib import Path
 import numpy as np
 
 from dali_pipes.formats.errors import FormatError
+from dali_pipes.formats.image_kind import IMAGE_SUFFIXES
 from dali_pipes.stores.local import LocalStore
 from dali_pipes.stores.wds2idx import read_wds2idx, wds2idx_path
 
-INDEX_VERSION = 1
-IMAGE_EXTS = frozenset({"jpg", "jpeg", "jpe", "jfif", "png", "webp", "bmp", "gif", "tif",
-                        "tiff"})
+INDEX_VERSION = 2  # 2: JPEG 2000 members are images
+IMAGE_EXTS = frozenset(suffix[1:] for suffix in IMAGE_SUFFIXES)
 LABEL_EXTS = ("cls", "json")
 NO_LABEL, BAD_LABEL, NO_IMAGE = -1, -2, -1
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./][^.]*)\.([^/]*)$")  # webdataset's key/extension split

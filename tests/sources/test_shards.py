@@ -145,3 +145,20 @@ def test_members_that_are_neither_image_nor_label_are_counted(tmp_path):
         source = ShardSource(tmp_path)
     assert len(source) == 2 and source.ignored == 1
     assert tarfile.is_tarfile(tmp_path / "a.tar")
+
+
+def test_jpeg2000_members_are_images_on_both_backends(tmp_path):
+    import io
+
+    from PIL import Image
+    pixels = photo_like(np.random.default_rng(3), 40, 48)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG2000", irreversible=False)
+    _write(tmp_path / "a.tar", [{"__key__": "k0", "jp2": out.getvalue(), "cls": 1},
+                                *_samples(1, start=1)])
+    source = ShardSource(tmp_path)
+    assert len(source) == 2 and source.ignored == 0
+    batches = [next(iter(make_loader("image", tmp_path, backend=b, batch_size=2, size=32,
+                                     train=False, shuffle=False))) for b in ("dali", "torch")]
+    assert batches[0]["label"].tolist() == batches[1]["label"].tolist() == [1, 1]
+    assert float((batches[0]["image"] - batches[1]["image"]).abs().mean()) < 0.1
