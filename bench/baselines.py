@@ -118,7 +118,8 @@ class Mixup:
             top, bottom, left, right, lam = self._box(lam, *images.shape[-2:])
             images[:, :, top:bottom, left:right] = images.flip(0)[:, :, top:bottom, left:right]
         elif lam != 1.0:
-            images.mul_(lam).add_(images.flip(0).mul_(1 - lam))
+            flipped = images.flip(0).mul_(1 - lam)  # a copy, taken before images change
+            images.mul_(lam).add_(flipped)
         return images, self._targets(labels, lam)
 
 
