@@ -31,9 +31,16 @@ def _gray_floor(x):
     return dmath.floor(r * GRAY_WEIGHTS[0] + g * GRAY_WEIGHTS[1] + b * GRAY_WEIGHTS[2])
 
 
-def _blend(x, other, factor):
-    """torchvision's uint8 `_blend`: clamp then truncate."""
-    return dmath.floor(dmath.clamp(x * factor + other * (1.0 - factor), 0.0, 255.0))
+def _to_uint8(x, device: str):
+    """Float pixels -> uint8, truncating and clamping as torchvision's uint8 ops do: DALI's
+    cast saturates at 0 and 255, so floor then cast is clamp + truncation in one pass."""
+    return fn.cast(dmath.floor(x), dtype=types.UINT8, device=device)
+
+
+def _blend(x, other, factor, device: str):
+    """torchvision's uint8 `_blend` (clamp then truncate), to uint8. `x` may be the uint8
+    image itself: arithmetic with a float factor computes in float32."""
+    return _to_uint8(x * factor + other * (1.0 - factor), device)
 
 
 def _interior_mask(x, kernel, device: str):
@@ -44,32 +51,40 @@ def _interior_mask(x, kernel, device: str):
     return fn.cast(taps > 0.99, dtype=types.FLOAT, device=device)
 
 
-def _sharpness(x, factor, kernel, device: str):
+def _sharpness(x8, factor, kernel, device: str):
+    x = fn.cast(x8, dtype=types.FLOAT, device=device)
     blurred = dmath.floor(fn.filter(x, kernel, device=device, border="clamp",
                                     dtype=types.FLOAT) + 0.5)
-    return _blend(x, x + _interior_mask(x, kernel, device) * (blurred - x), factor)
+    return _blend(x, x + _interior_mask(x, kernel, device) * (blurred - x), factor, device)
 
 
-def _autocontrast(x, device: str):
-    lo = fn.reductions.min(x, axes=[0, 1], device=device)
-    hi = fn.reductions.max(x, axes=[0, 1], device=device)
+def _autocontrast(x8, device: str):
+    lo, hi = (fn.cast(reduce(x8, axes=[0, 1], device=device), dtype=types.FLOAT,
+                      device=device) for reduce in (fn.reductions.min, fn.reductions.max))
     flat = fn.cast(hi == lo, dtype=types.FLOAT, device=device)
     inv_scale = (hi - lo) / 255.0 + flat
-    return dmath.floor(dmath.clamp((x - lo * (1.0 - flat)) / inv_scale, 0.0, 255.0))
+    return _to_uint8((x8 - lo * (1.0 - flat)) / inv_scale, device)
+
+
+_ALL_ONES = np.uint8(255)
 
 
 def _photometric_ops(device: str) -> dict:
-    """name -> f(float image, params getter) for the per-pixel operations."""
+    """name -> f(uint8 image, params getter, kernels) -> uint8 image. Posterize, solarize
+    and invert stay in uint8 (torchvision's bit operations: posterize keeps the top bits,
+    x ^ 255 = 255 - x); the others compute in float32 straight from the uint8 pixels."""
     return {
-        "Brightness": lambda x, p: _blend(x, 0.0, p(0)),
-        "Color": lambda x, p: _blend(x, _gray_floor(x), p(1)),
-        "Contrast": lambda x, p: _blend(x, fn.reductions.mean(_gray_floor(x), device=device),
-                                        p(2)),
-        "Posterize": lambda x, p: dmath.floor(x / p(4)) * p(4),
-        "Solarize": lambda x, p: x + fn.cast(x >= p(5), dtype=types.FLOAT, device=device)
-        * (255.0 - 2.0 * x),
-        "AutoContrast": lambda x, p: _autocontrast(x, device),
-        "Invert": lambda x, p: 255.0 - x,
+        "Brightness": lambda x8, p, k: _to_uint8(x8 * p(0), device),
+        "Color": lambda x8, p, k: _blend(x8, _gray_floor(x8), p(1), device),
+        "Contrast": lambda x8, p, k: _blend(
+            x8, fn.reductions.mean(_gray_floor(x8), device=device), p(2), device),
+        "Sharpness": lambda x8, p, k: _sharpness(x8, p(3), k, device),
+        "Posterize": lambda x8, p, k: x8 & fn.cast(256.0 - p(4), dtype=types.UINT8,
+                                                   device=device),
+        "Solarize": lambda x8, p, k: x8 ^ (fn.cast(x8 >= p(5), dtype=types.UINT8,
+                                                   device=device) * _ALL_ONES),
+        "AutoContrast": lambda x8, p, k: _autocontrast(x8, device),
+        "Invert": lambda x8, p, k: x8 ^ _ALL_ONES,
     }
 
 
@@ -80,16 +95,11 @@ def _handler(name: str, device: str):
                                                   interp_type=types.INTERP_NN)
     if name == "Equalize":
         return lambda x8, m, p, k: fn.equalize(x8, device=device)
-    if name == "Sharpness":
-        op = lambda x, get, k: _sharpness(x, get(3), k, device)  # noqa: E731
-    else:
-        photo = _photometric_ops(device)[name]
-        op = lambda x, get, k: photo(x, get)  # noqa: E731
+    op = _photometric_ops(device)[name]
 
     def run(x8, m, p, k):
         get = (lambda i: p[i].gpu()) if device == "gpu" else (lambda i: p[i])
-        x = op(fn.cast(x8, dtype=types.FLOAT, device=device), get, k)
-        return fn.cast(x, dtype=types.UINT8, device=device)
+        return op(x8, get, k)
     return run
 
 
