@@ -134,8 +134,7 @@ def apply_policy(images, matrices, params, *, device: str, recipe, slots: int):
     names = [n for n in OP if n != "Identity"
              and (n != "Invert" or recipe.auto_augment == "autoaugment")]
     # one 3x3 kernel per sample (a constant, on the CPU: fn.filter takes it there)
-    kernel = fn.constant(fdata=_SHARPEN.ravel().tolist(), shape=list(_SHARPEN.shape),
-                         dtype=types.FLOAT, device="cpu")
+    kernel = types.Constant(_SHARPEN, device="cpu")
     for k in range(slots):
         images = _dispatch(images, matrices[k], params[k], kernel, names, device)
     return images
