@@ -44,9 +44,10 @@ def _blend(x, other, factor, device: str):
 
 
 def _interior_mask(x, kernel, device: str):
-    """1.0 inside the one-pixel border, 0.0 on it (of any image size): the 3x3 kernel
-    sums to 1 only where no tap falls outside the image."""
-    taps = fn.filter(x * 0.0 + 1.0, kernel, device=device, border="constant",
+    """(H, W, 1): 1.0 inside the one-pixel border, 0.0 on it (of any image size), for
+    every channel (arithmetic broadcasts it): the 3x3 kernel sums to 1 only where no tap
+    falls outside the image."""
+    taps = fn.filter(x[:, :, 0:1] * 0.0 + 1.0, kernel, device=device, border="constant",
                      dtype=types.FLOAT)  # constant border: zeros
     return fn.cast(taps > 0.99, dtype=types.FLOAT, device=device)
 

@@ -16,12 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_compare_recipe_runs_three_rows(tmp_path):
-    data = write_image_folder(tmp_path / "d", n_images=24, n_classes=2)
+    data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
     out = tmp_path / "r.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "compare.py"), "--recipe", "timm-rand-m9",
-         "--data", str(data), "--batch-size", "8", "--steps", "2", "--warmup", "1",
-         "--size", "32", "--device", "cpu", "--repeats", "1", "--json", str(out)],
+         "--data", str(data), "--batch-size", "8", "--steps", "1", "--warmup", "0",
+         "--size", "32", "--device", "cpu", "--repeats", "1", "--workers", "0",
+         "--json", str(out)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(out.read_text())

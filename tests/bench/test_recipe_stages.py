@@ -33,7 +33,7 @@ def test_a_short_run_measures_both_backends(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "recipe_stages.py"), "--data", str(data),
          "--batch-size", "8", "--steps", "1", "--warmup", "0", "--repeats", "1",
-         "--only", "+ erasing", "--json", str(out)],
+         "--workers", "0", "--only", "+ erasing", "--json", str(out)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
