@@ -59,29 +59,43 @@ def _mixed_row(own: torch.Tensor, partner: torch.Tensor, lam: float, box) -> tor
     return out
 
 
+def _cycles(perm: np.ndarray) -> list[list[int]]:
+    """The permutation's cycles, each in the order i, perm[i], perm[perm[i]], ..."""
+    seen = np.zeros(len(perm), bool)
+    out = []
+    for start in range(len(perm)):
+        cycle, i = [], start
+        while not seen[i]:
+            seen[i] = True
+            cycle.append(i)
+            i = int(perm[i])
+        if cycle:
+            out.append(cycle)
+    return out
+
+
 def _mix_in_place(images: torch.Tensor, perm: np.ndarray, lam: np.ndarray,
                   boxes: np.ndarray) -> None:
     """Mix every row of `images` with its partner's original pixels, in place: the rows are
-    visited along the permutation's cycles, each row's partner is still unchanged when the
-    row is written, and only the first row of each cycle is copied first."""
+    written along the permutation's cycles (row i before its partner perm[i]), so each
+    partner is still unchanged when a row reads it, except the cycle's first row, which is
+    copied before it is written."""
     lam32 = lam.astype(np.float32)
     todo = (lam32 != 1) | ((boxes[:, 1] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 2]))
-    done = ~todo
-    for start in np.flatnonzero(todo).tolist():
-        if done[start]:
+    for cycle in _cycles(perm):
+        if not todo[cycle].any():
             continue
-        first, i = images[start].clone(), start
-        while not done[i]:
-            done[i] = True
+        first = images[cycle[0]].clone()
+        for i in cycle:
+            if not todo[i]:
+                continue
             j = int(perm[i])
-            partner = first if j == start else images[j]
-            if todo[i]:
-                row = _mixed_row(images[i], partner, float(lam32[i]), boxes[i].tolist())
-                images[i].copy_(row.round_().clamp_(0, 255) if images.dtype == torch.uint8
-                                else row)
-            i = j
-            if i == start:
-                break
+            partner = first if j == cycle[0] else images[j]
+            row = _mixed_row(images[i], partner, float(lam32[i]), boxes[i].tolist())
+            images[i].copy_(row.round_().clamp_(0, 255) if images.dtype == torch.uint8
+                            else row)
+
+
 def mix_batch(images: torch.Tensor, labels: torch.Tensor, params: MixParams, *,
               num_classes: int, smoothing: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Mixed images (in place) and their soft targets.

@@ -87,13 +87,17 @@ def _mix_reference(images, params):
 @pytest.mark.parametrize("mode", ["batch", "elem"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
 @pytest.mark.parametrize("channels_last", [False, True])
-def test_in_place_mixing_matches_the_plain_rows(mode, dtype, channels_last):
-    """Mixup and cutmix rows of one batch (elem) or whole batches, every position: the
-    in-place version gives the plain per-row result, keeps dtype and memory format."""
-    rec = image_recipe(mixup=0.8, cutmix=1.0, mix_mode=mode)
+@pytest.mark.parametrize("mix_prob", [1.0, 0.5])
+def test_in_place_mixing_matches_the_plain_rows(mode, dtype, channels_last, mix_prob):
+    """Mixup and cutmix rows of one batch (elem, some rows left unmixed with mix_prob 0.5)
+    or whole batches, every position: the in-place version gives the plain per-row result,
+    keeps dtype and memory format."""
+    rec = image_recipe(mixup=0.8, cutmix=1.0, mix_mode=mode, mix_prob=mix_prob)
     gen = torch.Generator().manual_seed(0)
+    unmixed = 0
     for position in range(6):
         params = mix_params(5, 1, position, 12, 16, 20, rec)
+        unmixed += int(((params.lam == 1) & ~params.boxes.any(axis=1)).sum())
         images = (torch.rand(12, 3, 16, 20, generator=gen) * 255).to(dtype)
         if channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
@@ -108,6 +112,7 @@ def test_in_place_mixing_matches_the_plain_rows(mode, dtype, channels_last):
             assert (out.int() - want.int()).abs().max() <= 1  # float rounding at .5
         else:
             torch.testing.assert_close(out, want)
+    assert (unmixed > 0) == (mix_prob < 1)  # rows a cycle passes without writing
 
 
 @pytest.mark.parametrize("mode", ["batch", "elem"])
