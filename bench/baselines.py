@@ -4,7 +4,10 @@
   ToTensor, Normalize), a DataLoader with 2 workers: the textbook PyTorch pipeline.
 - "dali-stock": DALI's own recipe: fn.readers.file + decoders.image + random_resized_crop
   + crop_mirror_normalize, read by DALI's DALIGenericIterator.
-Both yield dicts with "image" and "label", like our loaders.
+- "usual" (with a training recipe): the recipe written the usual way, ImageFolder + PIL +
+  torchvision.transforms.v2 in a DataLoader with 2 workers and timm-style mixup / cutmix on
+  the batch in the training loop (`usual_loader`, `Mixup`).
+All yield dicts with "image" and "label" (and "target" when a recipe mixes), like ours.
 """
 from __future__ import annotations
 
@@ -72,3 +75,140 @@ def dali_stock_loader(root, *, batch_size: int, size: int = 224, num_threads: in
                              last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
     return _DictBatches(it, lambda b: {"image": b[0]["image"],
                                        "label": b[0]["label"].view(-1).long()}, len(it))
+
+
+class Mixup:
+    """timm's `Mixup` written plainly (batch mode): one lambda per batch from Beta(alpha,
+    alpha), cutmix with `switch_prob` when both alphas are set, the batch mixed with its
+    flipped self in place, smoothed one-hot targets mixed by the (area-corrected) lambda."""
+
+    def __init__(self, *, mixup_alpha: float, cutmix_alpha: float, prob: float,
+                 switch_prob: float, label_smoothing: float, num_classes: int, seed: int = 0):
+        import numpy as np
+        self.mixup_alpha, self.cutmix_alpha, self.prob = mixup_alpha, cutmix_alpha, prob
+        self.switch_prob, self.smoothing = switch_prob, label_smoothing
+        self.num_classes, self.rng = num_classes, np.random.default_rng(seed)
+
+    def _params(self) -> tuple[float, bool]:
+        use_cutmix = self.cutmix_alpha > 0 and (
+            self.mixup_alpha <= 0 or self.rng.random() < self.switch_prob)
+        alpha = self.cutmix_alpha if use_cutmix else self.mixup_alpha
+        if alpha <= 0 or self.rng.random() >= self.prob:
+            return 1.0, False
+        return float(self.rng.beta(alpha, alpha)), use_cutmix
+
+    def _box(self, lam: float, height: int, width: int) -> tuple[int, int, int, int, float]:
+        ratio = (1 - lam) ** 0.5
+        cut_h, cut_w = int(height * ratio), int(width * ratio)
+        cy, cx = int(self.rng.integers(height)), int(self.rng.integers(width))
+        top, bottom = max(cy - cut_h // 2, 0), min(cy + cut_h // 2, height)
+        left, right = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, width)
+        return top, bottom, left, right, 1 - (bottom - top) * (right - left) / (height * width)
+
+    def _targets(self, labels: torch.Tensor, lam: float) -> torch.Tensor:
+        off = self.smoothing / self.num_classes
+        one_hot = torch.full((len(labels), self.num_classes), off, device=labels.device)
+        one_hot.scatter_(1, labels.view(-1, 1), 1 - self.smoothing + off)
+        return one_hot * lam + one_hot.flip(0) * (1 - lam)
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        lam, use_cutmix = self._params()
+        if use_cutmix:
+            top, bottom, left, right, lam = self._box(lam, *images.shape[-2:])
+            images[:, :, top:bottom, left:right] = images.flip(0)[:, :, top:bottom, left:right]
+        elif lam != 1.0:
+            flipped = images.flip(0).mul_(1 - lam)  # a copy, taken before images change
+            images.mul_(lam).add_(flipped)
+        return images, self._targets(labels, lam)
+
+
+def _usual_transform(recipe):
+    """torchvision.transforms.v2 for an `ImageRecipe`, in the order people write them."""
+    from torchvision.transforms import InterpolationMode, v2
+
+    interp = {"bilinear": InterpolationMode.BILINEAR, "bicubic": InterpolationMode.BICUBIC,
+              "lanczos": InterpolationMode.LANCZOS, "nearest": InterpolationMode.NEAREST}
+    steps: list = [v2.RandomResizedCrop(recipe.size, scale=recipe.scale, ratio=recipe.ratio,
+                                        interpolation=interp[recipe.interpolation],
+                                        antialias=True)]
+    if recipe.hflip > 0:
+        steps.append(v2.RandomHorizontalFlip(recipe.hflip))
+    if recipe.vflip > 0:
+        steps.append(v2.RandomVerticalFlip(recipe.vflip))
+    policy = {"randaugment": lambda: v2.RandAugment(recipe.num_ops,
+                                                    int(round(recipe.magnitude))),
+              "trivialaugment": v2.TrivialAugmentWide,
+              "autoaugment": v2.AutoAugment}.get(recipe.auto_augment)
+    if policy is not None:  # torchvision has no magnitude_std: the bin is fixed
+        steps.append(policy())
+    if any(recipe.color_jitter):
+        steps.append(v2.ColorJitter(*recipe.color_jitter))
+    if recipe.grayscale > 0:
+        steps.append(v2.RandomGrayscale(recipe.grayscale))
+    if recipe.blur > 0:
+        steps.append(v2.RandomApply([v2.GaussianBlur(recipe.blur_kernel, recipe.blur_sigma)],
+                                    p=recipe.blur))
+    steps.append(v2.ToImage())
+    if recipe.normalize:
+        steps += [v2.ToDtype(torch.float32, scale=True),
+                  v2.Normalize(list(_per_channel(recipe.mean)), list(_per_channel(recipe.std)))]
+    if recipe.erasing > 0:
+        value = "random" if recipe.erasing_value == "random" else float(recipe.erasing_value)
+        steps.append(v2.RandomErasing(recipe.erasing, scale=recipe.erasing_scale,
+                                      ratio=recipe.erasing_ratio, value=value))
+    return v2.Compose(steps)
+
+
+def _per_channel(values: tuple[float, ...]) -> tuple[float, ...]:
+    return values * 3 if len(values) == 1 else values
+
+
+def usual_loader(root, *, recipe: str, batch_size: int, size: int | None = None,
+                 num_workers: int = 2, device: str = "cpu", seed: int = 0):
+    """The recipe as people usually write it: ImageFolder + PIL + torchvision.transforms.v2
+    in a DataLoader, mixup / cutmix (`Mixup`) on the batch in the training loop, then the
+    dtype and memory format. A speed baseline only: its randomness is its own.
+
+    Args:
+        root: a folder of class folders of JPEGs.
+        recipe: a recipe preset name or a TOML path (`dali_pipes.recipe_files`).
+        batch_size, num_workers, device, seed: as for the other baselines.
+        size: the output side instead of the recipe's (None: the recipe's).
+    """
+    from torchvision import datasets
+
+    from dali_pipes.recipe_files import load_recipe
+    from dali_pipes.recipes import image_recipe
+
+    options = load_recipe(recipe, train=True)
+    if size is not None:
+        options["size"] = size
+    rec = image_recipe(**options)
+    if rec.mixing and rec.mix_mode != "batch":
+        raise ValueError(f"usual baseline: mix_mode={rec.mix_mode!r} is not written here "
+                         "(only 'batch', as the shipped presets use)")
+    ds = datasets.ImageFolder(str(root), transform=_usual_transform(rec))
+    gen = torch.Generator().manual_seed(seed)
+    dl = torch.utils.data.DataLoader(
+        ds, batch_size=batch_size, shuffle=True, num_workers=num_workers, generator=gen,
+        pin_memory=device.startswith("cuda"), persistent_workers=num_workers > 0)
+    dev = torch.device(device)
+    mixup = Mixup(mixup_alpha=rec.mixup, cutmix_alpha=rec.cutmix, prob=rec.mix_prob,
+                  switch_prob=rec.switch_prob, label_smoothing=rec.label_smoothing,
+                  num_classes=rec.num_classes or len(ds.classes), seed=seed) \
+        if rec.mixing else None
+    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(rec.dtype)
+    memory = torch.channels_last if rec.memory_format == "channels_last" else None
+
+    def in_the_loop(pair) -> dict:
+        images, labels = pair[0].to(dev, non_blocking=True), pair[1].to(dev)
+        out = {"label": labels}
+        if mixup is not None:
+            images, out["target"] = mixup(images, labels)
+        if memory is not None:
+            images = images.contiguous(memory_format=memory)
+        out["image"] = images.to(dtype) if dtype is not None else images
+        return out
+
+    return _DictBatches(dl, in_the_loop, len(dl))

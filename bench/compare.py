@@ -4,7 +4,7 @@
                             [--batch-size N] [--steps N]
                             [--device cpu|cuda|auto] [--json PATH] [--plot PATH.png]
                             [--backends dali,torch,dali:throughput,...] [--repeats N]
-                            [--stages] [--on-error raise|skip]
+                            [--stages] [--on-error raise|skip] [--recipe NAME|PATH.toml]
 
 With no --data it creates a built-in sample data set once (cached) and runs on it
 (`--sample large`: 48 photos of 3000-6000 px, half of them progressive). Each backend runs
@@ -20,6 +20,11 @@ measured. The table fits 80 columns; "vs dali" is a row's samples/s over dali's.
 that fails is reported in one line (its last exception line) and the other rows still run;
 the exit code is then 1. Progress: a bar on a terminal, plain lines on stderr otherwise
 (docs/tools.md).
+--recipe (images) runs a training recipe (a preset or a TOML file, docs/recipes.md) on our
+dali and torch backends and on "usual", the same recipe written the usual way (ImageFolder
++ PIL + torchvision.transforms.v2, 2 workers, timm-style mixup in the loop; speed only, its
+randomness is its own); the JSON gains "recipe" and "recipe_speedups" (dali over torch and
+over usual).
 """
 from __future__ import annotations
 
@@ -83,7 +88,32 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--stages", action="store_true", help="also time read, decode+augment and "
                    "transfer per batch where measurable (bench/stages.py) and print a second "
                    "table; adds a \"stages\" dict to each result")
+    p.add_argument("--recipe", help="image training recipe: a preset name or a TOML path; "
+                   "backends default to dali, torch, usual (with --size 224, the default, "
+                   "the recipe's own size)")
     return p.parse_args(argv)
+
+
+RECIPE_BACKENDS = ["dali", "torch", "usual"]
+
+
+def check_recipe(recipe: str, modality: str) -> None:
+    """SystemExit naming the recipe and the known presets when it cannot be loaded."""
+    from dali_pipes.recipe_files import load_recipe
+    if modality != "image":
+        raise SystemExit(f"--recipe: only for --modality image, not {modality}")
+    try:
+        load_recipe(recipe, train=True)
+    except ValueError as exc:
+        raise SystemExit(f"--recipe {recipe}: {exc}") from None
+
+
+def recipe_speedups(results: list[dict]) -> dict:
+    """{"vs torch": dali / torch, "vs usual": dali / usual} samples/s (None: a row missing)."""
+    rate = {r["backend"]: r.get("samples_per_s") for r in results if "error" not in r}
+    dali = rate.get("dali")
+    return {f"vs {b}": dali / rate[b] if dali and rate.get(b) else None
+            for b in ("torch", "usual")}
 
 
 def resolve_device(choice: str) -> str:
@@ -125,6 +155,8 @@ def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
            "--threads", str(args.threads), "--on-error", getattr(args, "on_error", "raise")]
     if preset or args.config:
         cmd += ["--config", preset or args.config]
+    if getattr(args, "recipe", None):
+        cmd += ["--recipe", args.recipe]
     if getattr(args, "stages", False):
         cmd.append("--stages")
     result, code, err = run_child(cmd, on_step)
@@ -238,9 +270,11 @@ def environment(device: str) -> dict:
 def main(argv=None) -> int:
     args = parse_args(argv)
     device = resolve_device(args.device)
+    if args.recipe:
+        check_recipe(args.recipe, args.modality)
     data = Path(args.data) if args.data else sample_data(args.modality, args.sample)
-    backends = args.backends.split(",") if args.backends else DEFAULT_BACKENDS.get(
-        args.modality, ["dali", "torch"])
+    backends = args.backends.split(",") if args.backends else RECIPE_BACKENDS if args.recipe \
+        else DEFAULT_BACKENDS.get(args.modality, ["dali", "torch"])
     with LoadMonitor() as load:
         results = run_all(args, data, device, backends)
     report = {"modality": args.modality, "device": device, "results": results,
@@ -249,7 +283,14 @@ def main(argv=None) -> int:
                            "warmup": args.warmup, "repeats": args.repeats,
                            "data": str(data), "size": args.size,
                            "on_error": args.on_error}}
+    if args.recipe:
+        report.update(recipe=args.recipe, recipe_speedups=recipe_speedups(results))
+        report["settings"]["recipe"] = args.recipe
     print_table(report)
+    if args.recipe:
+        print("recipe " + args.recipe + ": dali " + ", ".join(
+            f"{k} {v:.2f}x" if v is not None else f"{k} -"
+            for k, v in report["recipe_speedups"].items()) + " (samples/s)")
     if load.busy:
         print(load.warning(), file=sys.stderr)
     measured = {**report, "results": [r for r in results if "error" not in r]}

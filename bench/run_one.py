@@ -21,7 +21,8 @@ import torch  # noqa: E402
 from bench.metrics import ResourceSampler, gpu_index  # noqa: E402
 from torch_bridge import registry  # noqa: E402
 
-BACKENDS = ("dali", "torch", "classic", "dali-stock", "adapter")
+BACKENDS = ("dali", "torch", "classic", "dali-stock", "adapter", "usual")
+DEFAULT_SIZE = 224  # with --recipe, --size at this default leaves the recipe's size
 
 
 def build(backend: str, args):
@@ -32,9 +33,19 @@ def build(backend: str, args):
         extra = {"config": args.config} if backend == "dali" else {
             "reference": {"num_workers": args.workers}}
         extra["on_error"] = getattr(args, "on_error", "raise")
-        if "size" in registry.get(args.modality).options():  # not every modality has one
+        recipe = getattr(args, "recipe", None)
+        if recipe is not None:
+            extra["recipe"] = recipe
+        if "size" in registry.get(args.modality).options() and (  # not every modality has one
+                recipe is None or args.size != DEFAULT_SIZE):
             extra["size"] = args.size
         return make_loader(args.modality, args.data, backend=backend, **common, **extra)
+    if backend == "usual":
+        from bench.baselines import usual_loader
+        if getattr(args, "recipe", None) is None:
+            raise ValueError("backend 'usual' needs --recipe (it is a recipe's baseline)")
+        return usual_loader(args.data, recipe=args.recipe, num_workers=args.workers,
+                            size=None if args.size == DEFAULT_SIZE else args.size, **common)
     if backend == "classic":
         from bench.baselines import classic_loader
         return classic_loader(args.data, size=args.size, num_workers=args.workers, **common)
@@ -120,8 +131,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--size", type=int, default=DEFAULT_SIZE)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--recipe", default=None, help="image training recipe (a preset name or "
+                   "a TOML path) for dali, torch and usual")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (torch paths)")
     p.add_argument("--threads", type=int, default=2, help="DALI threads (stock DALI)")
     p.add_argument("--config", default=None, help="decode preset for our DALI backend")

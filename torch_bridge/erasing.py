@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from dali_pipes.erasing import erase_boxes, erase_noise
+from torch_bridge.mixing import one_thread
 
 
 def erase_batch(images: torch.Tensor, keys: np.ndarray, *, seed: int, epoch: int, recipe
@@ -24,12 +25,14 @@ def erase_batch(images: torch.Tensor, keys: np.ndarray, *, seed: int, epoch: int
     height, width = images.shape[-2:]
     boxes = erase_boxes(seed, epoch, keys, height, width, p=recipe.erasing,
                         scale=recipe.erasing_scale, ratio=recipe.erasing_ratio)
-    for row in np.flatnonzero(boxes[:, 2]):
-        top, left, h, w = boxes[row].tolist()
-        if recipe.erasing_value == "random":
-            noise = erase_noise(seed, epoch, keys[row], (images.shape[1], h, w))
-            fill: torch.Tensor | float = torch.from_numpy(noise).to(images.device, images.dtype)
-        else:
-            fill = float(recipe.erasing_value)
-        images[row, :, top:top + h, left:left + w] = fill
+    with one_thread():  # box-sized copies: not worth the intra-op pool
+        for row in np.flatnonzero(boxes[:, 2]):
+            top, left, h, w = boxes[row].tolist()
+            if recipe.erasing_value == "random":
+                noise = erase_noise(seed, epoch, keys[row], (images.shape[1], h, w))
+                fill: torch.Tensor | float = torch.from_numpy(noise).to(images.device,
+                                                                        images.dtype)
+            else:
+                fill = float(recipe.erasing_value)
+            images[row, :, top:top + h, left:left + w] = fill
     return images

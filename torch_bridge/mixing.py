@@ -3,9 +3,15 @@
 The same pure torch function runs for both backends, after the batch is assembled
 (`ImageModality.after_batch`, called by the Loader with the epoch and batch position); the
 parameters come from `dali_pipes.mixing.mix_params`, a function of (seed, epoch, position).
+Batches are mixed in place, row by row along the permutation's cycles, without a
+batch-sized temporary (on the host each new batch-sized tensor costs its page faults).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
 import torch
 
 from dali_pipes.mixing import MixParams
@@ -29,18 +35,70 @@ def soft_targets(labels: torch.Tensor, num_classes: int, smoothing: float) -> to
     return out.scatter_(1, labels.view(-1, 1), 1.0 - smoothing + off)
 
 
-def _box_mask(boxes: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """bool (B, 1, H, W): True inside each row's (top, bottom, left, right) box."""
-    ys = torch.arange(height, device=boxes.device).view(1, -1, 1)
-    xs = torch.arange(width, device=boxes.device).view(1, 1, -1)
-    b = boxes.view(-1, 4, 1, 1)
-    inside = (ys >= b[:, 0]) & (ys < b[:, 1]) & (xs >= b[:, 2]) & (xs < b[:, 3])
-    return inside.unsqueeze(1)
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch's CPU ops on one intra-op thread for a while, then as before: the row-sized
+    ops of the batch steps are too small to share, and on busy cores handing them out to
+    the pool costs more than the work (the loader's own threads already fill the cores)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _mixed_row(own: torch.Tensor, partner: torch.Tensor, lam: float, box) -> torch.Tensor:
+    """One row: `lam * own + (1 - lam) * partner` (when lam < 1), then the partner's box."""
+    out = own.float() if own.dtype == torch.uint8 else own.clone()
+    other = partner.float() if partner.dtype == torch.uint8 else partner
+    if lam != 1:
+        out.mul_(lam).add_(other * (1 - lam))
+    top, bottom, left, right = box
+    out[:, top:bottom, left:right] = other[:, top:bottom, left:right]
+    return out
+
+
+def _cycles(perm: np.ndarray) -> list[list[int]]:
+    """The permutation's cycles, each in the order i, perm[i], perm[perm[i]], ..."""
+    seen = np.zeros(len(perm), bool)
+    out = []
+    for start in range(len(perm)):
+        cycle, i = [], start
+        while not seen[i]:
+            seen[i] = True
+            cycle.append(i)
+            i = int(perm[i])
+        if cycle:
+            out.append(cycle)
+    return out
+
+
+def _mix_in_place(images: torch.Tensor, perm: np.ndarray, lam: np.ndarray,
+                  boxes: np.ndarray) -> None:
+    """Mix every row of `images` with its partner's original pixels, in place: the rows are
+    written along the permutation's cycles (row i before its partner perm[i]), so each
+    partner is still unchanged when a row reads it, except the cycle's first row, which is
+    copied before it is written."""
+    lam32 = lam.astype(np.float32)
+    todo = (lam32 != 1) | ((boxes[:, 1] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 2]))
+    for cycle in _cycles(perm):
+        if not todo[cycle].any():
+            continue
+        first = images[cycle[0]].clone()
+        for i in cycle:
+            if not todo[i]:
+                continue
+            j = int(perm[i])
+            partner = first if j == cycle[0] else images[j]
+            row = _mixed_row(images[i], partner, float(lam32[i]), boxes[i].tolist())
+            images[i].copy_(row.round_().clamp_(0, 255) if images.dtype == torch.uint8
+                            else row)
 
 
 def mix_batch(images: torch.Tensor, labels: torch.Tensor, params: MixParams, *,
               num_classes: int, smoothing: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mixed images and their soft targets.
+    """Mixed images (in place) and their soft targets.
 
     Args:
         images: (B, C, H, W) float or uint8 (any memory format; kept).
@@ -50,24 +108,14 @@ def mix_batch(images: torch.Tensor, labels: torch.Tensor, params: MixParams, *,
         smoothing: label smoothing.
 
     Returns:
-        (images of the same dtype and memory format, float32 (B, num_classes) targets).
+        (images of the same dtype and memory format, float32 (B, num_classes) targets):
+        each row `lam * own + (1 - lam) * partner`, then the partner's box pasted.
     """
     dev = images.device
     perm = torch.from_numpy(params.perm).to(dev)
     target = soft_targets(labels, num_classes, smoothing)
     lam_t = torch.from_numpy(params.target_lam).to(dev, torch.float32).view(-1, 1)
     target = lam_t * target + (1 - lam_t) * target[perm]
-    if (params.lam == 1).all() and not params.boxes.any():
-        return images, target
-    work = images.float() if images.dtype == torch.uint8 else images
-    lam = torch.from_numpy(params.lam).to(dev, work.dtype).view(-1, 1, 1, 1)
-    src = work[perm]
-    blend = work * lam + src * (1 - lam)
-    mask = _box_mask(torch.from_numpy(params.boxes).to(dev), images.shape[-2],
-                     images.shape[-1])
-    out = torch.where(mask, src, blend)
-    if images.dtype == torch.uint8:
-        out = out.round_().clamp_(0, 255).to(torch.uint8)
-    fmt = torch.channels_last if images.is_contiguous(memory_format=torch.channels_last) \
-        and not images.is_contiguous() else torch.contiguous_format
-    return out.contiguous(memory_format=fmt), target
+    with one_thread():
+        _mix_in_place(images, params.perm, params.lam, params.boxes)
+    return images, target

@@ -2,9 +2,9 @@
 operation it drew (`dali_pipes.policies`; inputs "policy_matrix" (slots, 2, 3) and
 "policy_params" (slots, 10), the last entry the operation's index). The batch is split by
 operation with DALI's conditional split / merge operators (what `if` statements compile to in
-a conditional pipeline), so each operator runs only on the samples that drew it; sharpness,
-whose `fn.filter` rejects the empty batches a branch may get, runs on every sample with
-factor 1 (the identity) where not drawn.
+a conditional pipeline), so each operator runs only on the samples that drew it (sharpness
+too: its 3x3 kernel is a per-sample input, split with the images, since `fn.filter` needs
+as many kernels as samples, also in a branch, where the batch may be empty).
 
 Each operation reproduces torchvision's uint8 arithmetic (truncating blends, floored gray,
 rounded sharpness kernel, posterize / solarize / autocontrast as torchvision computes them);
@@ -31,75 +31,90 @@ def _gray_floor(x):
     return dmath.floor(r * GRAY_WEIGHTS[0] + g * GRAY_WEIGHTS[1] + b * GRAY_WEIGHTS[2])
 
 
-def _blend(x, other, factor):
-    """torchvision's uint8 `_blend`: clamp then truncate."""
-    return dmath.floor(dmath.clamp(x * factor + other * (1.0 - factor), 0.0, 255.0))
+def _to_uint8(x, device: str):
+    """Float pixels -> uint8, truncating and clamping as torchvision's uint8 ops do: DALI's
+    cast saturates at 0 and 255, so floor then cast is clamp + truncation in one pass."""
+    return fn.cast(dmath.floor(x), dtype=types.UINT8, device=device)
 
 
-def _interior_mask(x, device: str):
-    """1.0 inside the one-pixel border, 0.0 on it (of any image size): the 3x3 kernel
-    sums to 1 only where no tap falls outside the image."""
-    taps = fn.filter(x * 0.0 + 1.0, _SHARPEN, device=device, border="constant",
+def _blend(x, other, factor, device: str):
+    """torchvision's uint8 `_blend` (clamp then truncate), to uint8. `x` may be the uint8
+    image itself: arithmetic with a float factor computes in float32."""
+    return _to_uint8(x * factor + other * (1.0 - factor), device)
+
+
+def _interior_mask(x, kernel, device: str):
+    """(H, W, 1): 1.0 inside the one-pixel border, 0.0 on it (of any image size), for
+    every channel (arithmetic broadcasts it): the 3x3 kernel sums to 1 only where no tap
+    falls outside the image."""
+    taps = fn.filter(x[:, :, 0:1] * 0.0 + 1.0, kernel, device=device, border="constant",
                      dtype=types.FLOAT)  # constant border: zeros
     return fn.cast(taps > 0.99, dtype=types.FLOAT, device=device)
 
 
-def _sharpness(x, factor, device: str):
-    blurred = dmath.floor(fn.filter(x, _SHARPEN, device=device, border="clamp",
+def _sharpness(x8, factor, kernel, device: str):
+    x = fn.cast(x8, dtype=types.FLOAT, device=device)
+    blurred = dmath.floor(fn.filter(x, kernel, device=device, border="clamp",
                                     dtype=types.FLOAT) + 0.5)
-    return _blend(x, x + _interior_mask(x, device) * (blurred - x), factor)
+    return _blend(x, x + _interior_mask(x, kernel, device) * (blurred - x), factor, device)
 
 
-def _autocontrast(x, device: str):
-    lo = fn.reductions.min(x, axes=[0, 1], device=device)
-    hi = fn.reductions.max(x, axes=[0, 1], device=device)
+def _autocontrast(x8, device: str):
+    lo, hi = (fn.cast(reduce(x8, axes=[0, 1], device=device), dtype=types.FLOAT,
+                      device=device) for reduce in (fn.reductions.min, fn.reductions.max))
     flat = fn.cast(hi == lo, dtype=types.FLOAT, device=device)
     inv_scale = (hi - lo) / 255.0 + flat
-    return dmath.floor(dmath.clamp((x - lo * (1.0 - flat)) / inv_scale, 0.0, 255.0))
+    return _to_uint8((x8 - lo * (1.0 - flat)) / inv_scale, device)
+
+
+_ALL_ONES = np.uint8(255)
 
 
 def _photometric_ops(device: str) -> dict:
-    """name -> f(float image, params getter) for the per-pixel operations."""
+    """name -> f(uint8 image, params getter, kernels) -> uint8 image. Posterize, solarize
+    and invert stay in uint8 (torchvision's bit operations: posterize keeps the top bits,
+    x ^ 255 = 255 - x); the others compute in float32 straight from the uint8 pixels."""
     return {
-        "Brightness": lambda x, p: _blend(x, 0.0, p(0)),
-        "Color": lambda x, p: _blend(x, _gray_floor(x), p(1)),
-        "Contrast": lambda x, p: _blend(x, fn.reductions.mean(_gray_floor(x), device=device),
-                                        p(2)),
-        "Posterize": lambda x, p: dmath.floor(x / p(4)) * p(4),
-        "Solarize": lambda x, p: x + fn.cast(x >= p(5), dtype=types.FLOAT, device=device)
-        * (255.0 - 2.0 * x),
-        "AutoContrast": lambda x, p: _autocontrast(x, device),
-        "Invert": lambda x, p: 255.0 - x,
+        "Brightness": lambda x8, p, k: _to_uint8(x8 * p(0), device),
+        "Color": lambda x8, p, k: _blend(x8, _gray_floor(x8), p(1), device),
+        "Contrast": lambda x8, p, k: _blend(
+            x8, fn.reductions.mean(_gray_floor(x8), device=device), p(2), device),
+        "Sharpness": lambda x8, p, k: _sharpness(x8, p(3), k, device),
+        "Posterize": lambda x8, p, k: x8 & fn.cast(256.0 - p(4), dtype=types.UINT8,
+                                                   device=device),
+        "Solarize": lambda x8, p, k: x8 ^ (fn.cast(x8 >= p(5), dtype=types.UINT8,
+                                                   device=device) * _ALL_ONES),
+        "AutoContrast": lambda x8, p, k: _autocontrast(x8, device),
+        "Invert": lambda x8, p, k: x8 ^ _ALL_ONES,
     }
 
 
 def _handler(name: str, device: str):
-    """f(uint8 images, matrices, params) -> uint8 images for operation `name`."""
+    """f(uint8 images, matrices, params, kernels) -> uint8 images for operation `name`."""
     if name in _GEOMETRY:
-        return lambda x8, m, p: fn.warp_affine(x8, device=device, matrix=m, fill_value=0,
-                                               interp_type=types.INTERP_NN)
+        return lambda x8, m, p, k: fn.warp_affine(x8, device=device, matrix=m, fill_value=0,
+                                                  interp_type=types.INTERP_NN)
     if name == "Equalize":
-        return lambda x8, m, p: fn.equalize(x8, device=device)
+        return lambda x8, m, p, k: fn.equalize(x8, device=device)
     op = _photometric_ops(device)[name]
 
-    def run(x8, m, p):
+    def run(x8, m, p, k):
         get = (lambda i: p[i].gpu()) if device == "gpu" else (lambda i: p[i])
-        x = op(fn.cast(x8, dtype=types.FLOAT, device=device), get)
-        return fn.cast(x, dtype=types.UINT8, device=device)
+        return op(x8, get, k)
     return run
 
 
-def _dispatch(x8, matrix, params, names: list[str], device: str):
+def _dispatch(x8, matrix, params, kernel, names: list[str], device: str):
     """Route each sample to the handler of the operation it drew (Identity: unchanged)."""
     if not names:
         return x8
     pred = params[9] == float(OP[names[0]])
     # DALI's shipped fn stub omits the private _conditional module that it has at run time
     split = [fn._conditional.split(node, predicate=pred)  # type: ignore[attr-defined]
-             for node in (x8, matrix, params)]
-    (x_in, x_out), (m_in, m_out), (p_in, p_out) = split
-    done = _handler(names[0], device)(x_in, m_in, p_in)
-    rest = _dispatch(x_out, m_out, p_out, names[1:], device)
+             for node in (x8, matrix, params, kernel)]
+    (x_in, x_out), (m_in, m_out), (p_in, p_out), (k_in, k_out) = split
+    done = _handler(names[0], device)(x_in, m_in, p_in, k_in)
+    rest = _dispatch(x_out, m_out, p_out, k_out, names[1:], device)
     return fn._conditional.merge(done, rest, predicate=pred)  # type: ignore[attr-defined]
 
 
@@ -117,17 +132,10 @@ def apply_policy(images, matrices, params, *, device: str, recipe, slots: int):
     Returns:
         uint8 HWC DataNode.
     """
-    names = [n for n in OP if n not in ("Identity", "Sharpness")
+    names = [n for n in OP if n != "Identity"
              and (n != "Invert" or recipe.auto_augment == "autoaugment")]
+    # one 3x3 kernel per sample (a constant, on the CPU: fn.filter takes it there)
+    kernel = types.Constant(_SHARPEN, device="cpu")
     for k in range(slots):
-        images = _sharpen_all(images, params[k], device)
-        images = _dispatch(images, matrices[k], params[k], names, device)
+        images = _dispatch(images, matrices[k], params[k], kernel, names, device)
     return images
-
-
-def _sharpen_all(x8, params, device: str):
-    """Sharpness on every sample (factor 1, the identity, unless drawn): DALI's filter
-    cannot run on the empty batches a conditional branch may get."""
-    factor = params[3].gpu() if device == "gpu" else params[3]
-    x = _sharpness(fn.cast(x8, dtype=types.FLOAT, device=device), factor, device)
-    return fn.cast(x, dtype=types.UINT8, device=device)

@@ -66,10 +66,53 @@ def test_mixup_blends_with_lambda():
     rec = image_recipe(mixup=0.4)
     params = mix_params(3, 0, 5, 4, 8, 8, rec)
     images = torch.rand(4, 3, 8, 8)
-    out, _ = mix_batch(images, torch.arange(4), params, num_classes=4, smoothing=0.0)
+    out, _ = mix_batch(images.clone(), torch.arange(4), params, num_classes=4, smoothing=0.0)
     lam = float(params.lam[0])
     assert 0 < lam < 1 and (params.lam == lam).all()  # one lambda per batch
     torch.testing.assert_close(out, lam * images + (1 - lam) * images[params.perm])
+
+
+def _mix_reference(images, params):
+    """The mixing written plainly, row by row, from the original pixels."""
+    out = images.clone().float()
+    src = images.float()[params.perm]
+    for i in range(len(images)):
+        lam = float(params.lam[i])
+        out[i] = out[i] * lam + src[i] * (1 - lam)
+        top, bottom, left, right = params.boxes[i].tolist()
+        out[i, :, top:bottom, left:right] = src[i, :, top:bottom, left:right]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["batch", "elem"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("mix_prob", [1.0, 0.5])
+def test_in_place_mixing_matches_the_plain_rows(mode, dtype, channels_last, mix_prob):
+    """Mixup and cutmix rows of one batch (elem, some rows left unmixed with mix_prob 0.5)
+    or whole batches, every position: the in-place version gives the plain per-row result,
+    keeps dtype and memory format."""
+    rec = image_recipe(mixup=0.8, cutmix=1.0, mix_mode=mode, mix_prob=mix_prob)
+    gen = torch.Generator().manual_seed(0)
+    unmixed = 0
+    for position in range(6):
+        params = mix_params(5, 1, position, 12, 16, 20, rec)
+        unmixed += int(((params.lam == 1) & ~params.boxes.any(axis=1)).sum())
+        images = (torch.rand(12, 3, 16, 20, generator=gen) * 255).to(dtype)
+        if channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        want = _mix_reference(images, params)
+        if dtype == torch.uint8:
+            want = want.round().clamp(0, 255).to(torch.uint8)
+        out, _ = mix_batch(images.clone(memory_format=torch.preserve_format),
+                           torch.arange(12), params, num_classes=12, smoothing=0.0)
+        assert out.dtype == dtype
+        assert out.is_contiguous(memory_format=torch.channels_last) == channels_last
+        if dtype == torch.uint8:
+            assert (out.int() - want.int()).abs().max() <= 1  # float rounding at .5
+        else:
+            torch.testing.assert_close(out, want)
+    assert (unmixed > 0) == (mix_prob < 1)  # rows a cycle passes without writing
 
 
 @pytest.mark.parametrize("mode", ["batch", "elem"])
