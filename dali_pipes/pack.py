@@ -6,6 +6,11 @@ index in SRC's listing, labels its class id), an index beside each shard and a m
 samples per class and each shard's samples, bytes and sha256. Loading DST gives the same
 samples, labels and order as loading SRC (the same crops too, unless `--max-side` resized).
 
+`--shuffle SEED` writes the samples in a seeded permutation of SRC's order instead (keys stay
+SRC's indices, so sample i of DST is SRC's sample `int(key)`): class folders are listed class
+after class, so without it each shard holds one or two classes, which `order="shards"` (a
+few shards at a time per rank) turns into batches of few classes.
+
 Deterministic (the same SRC and options give the same bytes), resumable (a shard with its
 `.json` record beside it is complete and skipped), parallel (`--workers`), and `--part i/N`
 writes every N-th shard starting at i, so N machines share the work without talking.
@@ -35,7 +40,7 @@ DEFAULT_SHARD_SIZE = 256 << 20
 
 def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None = None,
          quality: int = 90, part: tuple[int, int] = (0, 1), workers: int = 1,
-         progress: bool | None = None) -> dict:
+         shuffle: int | None = None, progress: bool | None = None) -> dict:
     """Write the class folders of `src` as shards into `dst` (see the module doc).
 
     Args:
@@ -46,27 +51,37 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
         quality: the JPEG quality of re-encoded images.
         part: (i, N): write every N-th shard starting at i.
         workers: processes encoding shards.
+        shuffle: a seed: write the samples in that permutation of SRC's order (None: in order).
         progress: rich progress bar (True), plain lines (False), or by terminal (None).
 
     Returns:
         The manifest written.
     """
     source = ImageFolderSource(src)
-    sizes = np.asarray([os.path.getsize(f) for f in source.files], np.int64)
+    order = np.arange(len(source)) if shuffle is None else sample_order(len(source), shuffle)
+    sizes = np.asarray([os.path.getsize(source.files[i]) for i in order], np.int64)
     plan = plan_shards(sizes, shard_size)
     mine = part_shards(len(plan), *part)
     out = Path(dst)
     out.mkdir(parents=True, exist_ok=True)
     pending = [j for j in mine if not _complete(out, j)]
     jobs = [(str(out / shard_name(j)), [(f"{i:09d}", source.files[i], int(source.labels[i]))
-                                        for i in plan.samples(j)], max_side, quality)
-            for j in pending]
+                                        for i in order[plan.samples(j)].tolist()],
+             max_side, quality) for j in pending]
     _run(jobs, workers, _reporter(len(mine), len(mine) - len(pending), progress))
     manifest = _manifest(source, out, mine, len(plan),
-                         {"shard_size": shard_size, "max_side": max_side, "quality": quality})
+                         {"shard_size": shard_size, "max_side": max_side, "quality": quality,
+                          "shuffle": shuffle})
     name = "manifest.json" if part[1] == 1 else f"manifest-part-{part[0]}-of-{part[1]}.json"
     _write_json(out / name, manifest)
     return manifest
+
+
+def sample_order(n: int, seed: int) -> np.ndarray:
+    """The order `--shuffle seed` writes n samples in: a permutation, a pure function of both."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"shuffle must be a seed (an int >= 0) or None, got {seed!r}")
+    return np.random.default_rng([int(seed), 0x5041434B]).permutation(n)
 
 
 def _complete(out: Path, shard: int) -> bool:
@@ -167,9 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quality", type=int, default=90)
     parser.add_argument("--part", type=_part, default=(0, 1))
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--shuffle", type=int, default=None, metavar="SEED",
+                        help="write the samples in a seeded permutation (mixes classes "
+                             "within shards, for order='shards')")
     args = parser.parse_args(argv)
     manifest = pack(args.src, args.dst, shard_size=args.shard_size, max_side=args.max_side,
-                    quality=args.quality, part=args.part, workers=args.workers)
+                    quality=args.quality, part=args.part, workers=args.workers,
+                    shuffle=args.shuffle)
     print(f"{args.dst}: {len(manifest['shards'])} of {manifest['shards_total']} shards, "
           f"{manifest['samples']} samples in {len(manifest['classes'])} classes")
     return 0

@@ -101,3 +101,25 @@ def test_command_line_resizes_and_keeps_labels(image_folder, tmp_path):
              for i in range(len(source))]
     assert max(sides) == 64
     assert source.labels.tolist() == sorted(source.labels.tolist())  # listing order kept
+
+
+def test_shuffle_mixes_classes_within_shards_deterministically(image_folder, tmp_path):
+    from dali_pipes.sources.image import ImageFolderSource
+    folder = ImageFolderSource(image_folder)
+    plain = ShardSource(_out(image_folder, tmp_path / "plain"))
+    mixed = ShardSource(_out(image_folder, tmp_path / "mixed", shuffle=3))
+    keys = [int(mixed.member(i).split(".")[0]) for i in range(len(mixed))]
+    assert sorted(keys) == list(range(len(folder))) and keys != sorted(keys)
+    assert mixed.labels.tolist() == folder.labels[keys].tolist()
+    for i in (0, len(keys) - 1):
+        assert bytes(mixed.read(i)) == Path(folder.files[keys[i]]).read_bytes()
+
+    def classes_per_shard(source):
+        return np.mean([len(set(source.labels[source.shard_ids == s].tolist()))
+                        for s in np.unique(source.shard_ids)])
+    assert classes_per_shard(mixed) > classes_per_shard(plain)
+    again = _out(image_folder, tmp_path / "again", shuffle=3)
+    assert _tree(again) == _tree(tmp_path / "mixed")
+    assert json.loads((again / "manifest.json").read_text())["options"]["shuffle"] == 3
+    with pytest.raises(ValueError, match="shuffle"):
+        pack(image_folder, tmp_path / "bad", shuffle=-1)
