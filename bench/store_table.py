@@ -3,7 +3,7 @@
     python bench/store_table.py [--images 640] [--backends dali,torch] [--steps 30]
                                 [--warmup 3] [--rounds 3] [--batch-size 64] [--no-s3]
                                 [--listing-samples 1000000] [--worker-batches 200]
-                                [--work DIR] [--scale-dir DIR] [--json PATH]
+                                [--size 224] [--work DIR] [--scale-dir DIR] [--json PATH]
 
 1. Throughput. The built-in image set (bench/sample_data.py, 640 JPEGs of 500x375) as
    `folder` (class folders), `shards` (`python -m dali_pipes.pack`, default shard size),
@@ -56,6 +56,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3, help="untimed steps (steady rows)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (torch)")
+    p.add_argument("--size", type=int, default=224, help="output crop size")
     p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     p.add_argument("--no-s3", action="store_true", help="leave out the S3 rows")
     p.add_argument("--listing-samples", type=int, default=1_000_000, help="0: no listing")
@@ -103,7 +104,7 @@ def run_row(row: str, backend: str, data: str, args, options: dict | None) -> di
     cmd = [sys.executable, str(HERE / "run_one.py"), "--backend", backend, "--data", data,
            "--batch-size", str(args.batch_size), "--steps", str(steps), "--warmup",
            "0" if one_pass else str(args.warmup), "--device", args.device_name,
-           "--workers", str(args.workers)]
+           "--workers", str(args.workers), "--size", str(args.size)]
     if options:
         cmd += ["--options", json.dumps(options)]
     result, code, err = compare.run_child(cmd, lambda done: None)
@@ -166,7 +167,8 @@ def worker_memory(args, dirs: dict[str, str]) -> dict:
     for name in ("folder", "shards"):
         run = subprocess.run([sys.executable, str(HERE / "bench_worker_rss.py"), dirs[name],
                               "--batches", str(args.worker_batches), "--workers",
-                              str(args.workers)], capture_output=True, text=True)
+                              str(args.workers), "--size", str(args.size)],
+                             capture_output=True, text=True)
         if run.returncode != 0:
             raise RuntimeError(f"bench_worker_rss.py {dirs[name]}: "
                                f"{compare.last_error_line(run.stderr)}")
