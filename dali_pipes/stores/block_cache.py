@@ -28,7 +28,7 @@ def _touch(path: Path) -> None:
 def _preadv(fd: int, view: np.ndarray, at: int) -> int:
     """Bytes read from `fd` at `at` straight into `view` (a copy where preadv is missing)."""
     if hasattr(os, "preadv"):
-        return os.preadv(fd, [memoryview(view)], at)
+        return os.preadv(fd, [view.data], at)
     data = os.pread(fd, len(view), at)
     view[:len(data)] = np.frombuffer(data, np.uint8)
     return len(data)

@@ -14,7 +14,7 @@ def _pread_into(fd: int, data: np.ndarray, offset: int) -> int:
         return len(got)
     done = 0
     while done < len(data):
-        n = os.preadv(fd, [memoryview(data[done:])], offset + done)
+        n = os.preadv(fd, [data[done:].data], offset + done)
         if n == 0:
             break
         done += n
