@@ -7,14 +7,19 @@ LISTING_TARGET = {"seconds": 10.0, "rss_mb": 150.0}  # 1M samples from shard ind
 
 
 def targets(report: dict) -> list[dict]:
-    """Each target with the measured ratio (of the medians) and whether it was met."""
+    """Each target with the measured ratio and whether it was met: the verdict reads the
+    median of the per-round ratios; the ratio of the medians and the CPU-time ratio come
+    with it."""
     out = []
     for entry in report.get("throughput", []):
         goal = dict(TARGETS).get(entry["row"])
         if goal is None:
             continue
-        out.append({"target": f"{entry['row']} >= {goal:g}x folder ({entry['backend']})",
-                    "ratio": entry["vs_folder"], "met": entry["vs_folder"] >= goal})
+        ratio = entry["vs_folder_round_median"]
+        out.append({"target": f"{entry['row']} >= {goal:g}x folder ({entry['backend']}, "
+                    "median of the per-round ratios)", "ratio": ratio, "met": ratio >= goal,
+                    "ratio_of_medians": entry["vs_folder"],
+                    "cpu_vs_folder": entry["cpu_vs_folder"]})
     scale = report.get("listing")
     if scale:
         got = scale["shards_source"]
@@ -30,13 +35,16 @@ def _fmt(value, digits: int = 0) -> str:
 
 
 def throughput_lines(table: list[dict]) -> list[str]:
-    lines = ["| row | backend | images/s | min-max | vs folder | wait p95 ms | CPU ms/img |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| row | backend | images/s | min-max | vs folder | per round | CPU ms/img | "
+             "CPU vs folder | wait p95 ms |", "|---|---|---|---|---|---|---|---|---|"]
     for e in table:
         low, high = e["samples_per_s_range"] or (None, None)
+        rounds = e["vs_folder_rounds"]
         lines.append(f"| {e['row']} | {e['backend']} | {_fmt(e['samples_per_s'])} | "
                      f"{_fmt(low)}-{_fmt(high)} | {e['vs_folder']:.2f} | "
-                     f"{_fmt(e['wait_ms_p95'], 1)} | {_fmt(e['cpu_ms_per_sample'], 2)} |")
+                     f"{e['vs_folder_round_median']:.2f} ({min(rounds):.2f}-"
+                     f"{max(rounds):.2f}) | {_fmt(e['cpu_ms_per_sample'], 2)} | "
+                     f"{e['cpu_vs_folder']:.2f} | {_fmt(e['wait_ms_p95'], 0)} |")
     return lines
 
 

@@ -135,12 +135,26 @@ def throughput(args, data: dict[str, str], s3=None) -> list[dict]:
         med = compare._median(results)
         table.append({"row": row, "backend": backend, **{k: med.get(k) for k in (
             "samples_per_s", "samples_per_s_range", "wait_ms_p50", "wait_ms_p95",
-            "cpu_ms_per_sample", "peak_rss_mb", "steps", "repeats")}})
+            "cpu_ms_per_sample", "peak_rss_mb", "steps", "repeats")},
+            "rounds": [r["samples_per_s"] for r in results],
+            "cpu_ms_rounds": [r["cpu_ms_per_sample"] for r in results]})
     for entry in table:
         ref = "folder-pass" if entry["row"] in ONE_PASS else "folder"
         base = next(e for e in table if e["row"] == ref and e["backend"] == entry["backend"])
-        entry["vs_folder"] = entry["samples_per_s"] / base["samples_per_s"]
+        entry.update(vs_folder_ratios(entry, base))
     return table
+
+
+def vs_folder_ratios(entry: dict, base: dict) -> dict:
+    """A row against its folder row: the ratio of the medians, the ratios round by round
+    (rows of one round ran minutes apart at most, so load drifts less between them) and the
+    folder's CPU ms per image over the row's (the steadier measure on a shared machine)."""
+    import numpy as np
+    per_round = [a / b for a, b in zip(entry["rounds"], base["rounds"], strict=True)]
+    return {"vs_folder": entry["samples_per_s"] / base["samples_per_s"],
+            "vs_folder_rounds": per_round,
+            "vs_folder_round_median": float(np.median(per_round)),
+            "cpu_vs_folder": base["cpu_ms_per_sample"] / entry["cpu_ms_per_sample"]}
 
 
 def listing(args) -> dict:
