@@ -11,8 +11,9 @@
    server on 127.0.0.1) read through the block cache: `s3-cold` with an empty `cache_dir`,
    `s3-warm` with the same `cache_dir` once more. Every row and backend runs in its own
    process (bench/run_one.py, as compare.py runs its rows), the default recipe; rounds are
-   interleaved (every row once per round), so load noise hits every row; medians with the
-   min-max over rounds. A cold cache is cold for one pass only, so `s3-cold` and `s3-warm`
+   interleaved (every row once per round, the order rotated from round to round), so load
+   noise hits every row; medians with the min-max over rounds, and each row's ratio to the
+   folder row round by round. A cold cache is cold for one pass only, so `s3-cold` and `s3-warm`
    measure one pass (no warm-up, steps = batches per pass) and so does `folder-pass`, their
    reference row; "vs folder" divides by `folder` (or by `folder-pass` for those rows) of the
    same backend.
@@ -114,22 +115,35 @@ def run_row(row: str, backend: str, data: str, args, options: dict | None) -> di
     return result
 
 
+def round_order(rnd: int, rows: list[str], backends: list[str]) -> list[tuple[str, str]]:
+    """(row, backend) runs of round `rnd`: one backend's rows after the other's, and the
+    backends, the steady rows and the one-pass groups (s3-cold always right before
+    s3-warm) rotated by the round, so no row always follows the same one."""
+    def rotate(items: list, k: int) -> list:
+        return items[k % len(items):] + items[:k % len(items)] if items else items
+
+    steady = rotate([r for r in rows if r not in ONE_PASS], rnd)
+    groups = [[r] for r in ("folder-pass",) if r in rows] + \
+        [[r for r in ("s3-cold", "s3-warm") if r in rows]]
+    one_pass = [r for group in rotate([g for g in groups if g], rnd) for r in group]
+    return [(row, b) for b in rotate(list(backends), rnd) for row in steady + one_pass]
+
+
 def throughput(args, data: dict[str, str], s3=None) -> list[dict]:
-    """Every row x backend once per round, rows interleaved; medians per row and backend."""
+    """Every row x backend once per round (round_order); medians per row and backend."""
     rows = [r for r in ROWS if s3 is not None or not r.startswith("s3")]
     runs: dict[tuple[str, str], list[dict]] = {(r, b): [] for r in rows for b in args.backends}
     for rnd in range(args.rounds):
-        for row in rows:
-            for backend in args.backends:
-                cache = args.work / f"cache-{rnd}-{backend}"
-                if row == "s3-cold":
-                    shutil.rmtree(cache, ignore_errors=True)
-                options = {"storage_options": s3["options"], "cache_dir": str(cache)} \
-                    if row.startswith("s3") else None
-                source = s3["url"] if row.startswith("s3") else data[row.replace("-pass", "")]
-                print(f"round {rnd + 1}/{args.rounds}: {row} {backend}", file=sys.stderr,
-                      flush=True)
-                runs[(row, backend)].append(run_row(row, backend, source, args, options))
+        for row, backend in round_order(rnd, rows, args.backends):
+            cache = args.work / f"cache-{rnd}-{backend}"
+            if row == "s3-cold":
+                shutil.rmtree(cache, ignore_errors=True)
+            options = {"storage_options": s3["options"], "cache_dir": str(cache)} \
+                if row.startswith("s3") else None
+            source = s3["url"] if row.startswith("s3") else data[row.replace("-pass", "")]
+            print(f"round {rnd + 1}/{args.rounds}: {row} {backend}", file=sys.stderr,
+                  flush=True)
+            runs[(row, backend)].append(run_row(row, backend, source, args, options))
     table = []
     for (row, backend), results in runs.items():
         med = compare._median(results)
