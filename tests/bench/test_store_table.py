@@ -47,3 +47,35 @@ def test_store_table_reports_every_row(tmp_path):
         assert len(workers) == 2 and all(w["last"]["uss_mb"] > 0 for w in workers)
     assert [isinstance(t["met"], bool) for t in report["targets"]] == [True] * 3
     assert "| s3-warm | dali |" in proc.stdout
+
+
+def test_round_order_runs_each_row_once_cold_before_warm_and_rotates():
+    from bench.store_table import ROWS, round_order
+    firsts = set()
+    for rnd in range(4):
+        order = round_order(rnd, list(ROWS), ["dali", "torch"])
+        assert sorted(order) == sorted((r, b) for r in ROWS for b in ("dali", "torch"))
+        for backend in ("dali", "torch"):
+            rows = [r for r, b in order if b == backend]
+            assert rows.index("s3-warm") == rows.index("s3-cold") + 1
+        backends = [b for _, b in order]
+        assert backends == sorted(backends, key=backends.index)  # one backend, then the other
+        firsts.add(order[0])
+    assert len(firsts) > 1
+    assert [r for r, _ in round_order(0, ["folder", "shards", "folder-pass"], ["dali"])] == \
+        ["folder", "shards", "folder-pass"]
+
+
+def test_targets_read_the_per_round_median():
+    from bench.store_report import targets
+    from bench.store_table import vs_folder_ratios
+    base = {"samples_per_s": 100.0, "rounds": [100.0, 100.0, 100.0], "cpu_ms_per_sample": 2.0}
+    row = {"samples_per_s": 160.0, "rounds": [140.0, 160.0, 300.0], "cpu_ms_per_sample": 1.0}
+    ratios = vs_folder_ratios(row, base)
+    assert ratios["vs_folder_rounds"] == [1.4, 1.6, 3.0]
+    assert ratios["vs_folder_round_median"] == 1.6 and ratios["cpu_vs_folder"] == 2.0
+    table = [{"row": "shards-320", "backend": "dali", **ratios},
+             {"row": "shards", "backend": "dali",
+              **vs_folder_ratios({**row, "rounds": [90.0, 99.0, 200.0]}, base)}]
+    verdicts = [(t["target"].split(" ")[0], t["met"]) for t in targets({"throughput": table})]
+    assert verdicts == [("shards-320", True), ("shards", False)]
