@@ -84,14 +84,13 @@ def prepare(args) -> dict[str, str]:
     return out
 
 
-def describe(data: str, options: dict | None = None, probe: int = 64) -> dict:
-    """What a row's decoder gets: bytes of the first `probe` samples and their mean size."""
+def describe(data: str, probe: int = 64) -> dict:
+    """What a local row's decoder gets: bytes of the first `probe` samples, their mean size."""
     import numpy as np
 
     from dali_pipes.sources.image import ImageFolderSource
     from dali_pipes.sources.shards import ShardSource, is_shard_data
-    source = ShardSource(data, remote=options) if is_shard_data(data) or options \
-        else ImageFolderSource(data)
+    source = ShardSource(data) if is_shard_data(data) else ImageFolderSource(data)
     reads = [source.read_checked(i) for i in range(min(probe, len(source)))]
     return {"samples": len(source), "mean_bytes": float(np.mean([len(r[0]) for r in reads])),
             "mean_height": float(np.mean([r[1][0] for r in reads])),
