@@ -33,6 +33,7 @@ def build(backend: str, args):
         extra = {"config": args.config} if backend == "dali" else {
             "reference": {"num_workers": args.workers}}
         extra["on_error"] = getattr(args, "on_error", "raise")
+        extra.update(json.loads(getattr(args, "options", None) or "{}"))  # --options
         recipe = getattr(args, "recipe", None)
         if recipe is not None:
             extra["recipe"] = recipe
@@ -142,6 +143,8 @@ def parser() -> argparse.ArgumentParser:
                    help="bad samples (our dali and torch loaders): raise or skip")
     p.add_argument("--stages", action="store_true",
                    help="also time read / decode+augment / transfer (bench/stages.py)")
+    p.add_argument("--options", help="more make_loader options for our dali and torch "
+                   "loaders, as a JSON object (storage_options, cache_dir, ...)")
     return p
 
 

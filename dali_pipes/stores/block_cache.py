@@ -25,6 +25,32 @@ def _touch(path: Path) -> None:
     os.utime(path, ns=(now, now))
 
 
+def _preadv(fd: int, view: np.ndarray, at: int) -> int:
+    """Bytes read from `fd` at `at` straight into `view` (a copy where preadv is missing)."""
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [view.data], at)
+    data = os.pread(fd, len(view), at)
+    view[:len(data)] = np.frombuffer(data, np.uint8)
+    return len(data)
+
+
+def _read_into(path: Path, at: int, view: np.ndarray) -> bool:
+    """Fill `view` from byte `at` of the block file `path` and mark it used; False when the
+    file is missing (never cached, or evicted by another process) or shorter."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return False
+    try:
+        if _preadv(fd, view, at) != len(view):
+            return False
+        now = time.time_ns()
+        os.utime(fd, ns=(now, now))
+        return True
+    finally:
+        os.close(fd)
+
+
 class BlockCache:
     """Blocks of `block_size` bytes of remote objects under `cache_dir`, at most `limit` bytes.
 
@@ -46,6 +72,9 @@ class BlockCache:
              fetch: Callable[[int, int], bytes]) -> np.ndarray:
         """Bytes `offset`..`offset + size` of `url`, from cached blocks or `fetch(start, end)`.
 
+        A cached block is not read whole: only the bytes wanted of it are read, straight
+        into the result (one `preadv`).
+
         Args:
             url: the object.
             version: what changes when the object does (its blocks are then other files).
@@ -61,30 +90,29 @@ class BlockCache:
         first, last = offset // self.block_size, (offset + size - 1) // self.block_size
         stem = hashlib.sha256(f"{url}\0{version}".encode()).hexdigest()[:32]
         for block in range(first, last + 1):
-            data = self._block(stem, block, object_size, fetch)
             start = block * self.block_size
-            lo, hi = max(offset, start), min(offset + size, start + len(data))
-            out[lo - offset:hi - offset] = np.frombuffer(data, np.uint8)[lo - start:hi - start]
+            lo, hi = max(offset, start), min(offset + size, start + self.block_size)
+            self._block_into(stem, block, object_size, fetch, lo - start,
+                             out[lo - offset:hi - offset])
         return out
 
-    def _block(self, stem: str, block: int, object_size: int, fetch) -> bytes:
+    def _block_into(self, stem: str, block: int, object_size: int, fetch, at: int,
+                    view: np.ndarray) -> None:
+        """Bytes `at`..`at + len(view)` of the block into `view`: from its file, else fetched
+        (and the whole block stored)."""
         path = self.dir / f"{stem}-{block}.blk"
-        try:
-            data = path.read_bytes()
-            _touch(path)
+        if _read_into(path, at, view):
             self.hits += 1
-            return data
-        except FileNotFoundError:
-            pass
+            return
         self.misses += 1
         start = block * self.block_size
         data = fetch(start, min(start + self.block_size, object_size))
+        view[:] = np.frombuffer(data, np.uint8)[at:at + len(view)]
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_bytes(data)
         _touch(tmp)
         os.replace(tmp, path)
         self._evict()
-        return data
 
     def size(self) -> int:
         """Bytes held now."""

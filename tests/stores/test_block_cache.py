@@ -48,3 +48,15 @@ def test_least_recently_used_blocks_go_first_and_the_limit_holds(tmp_path):
 def test_a_limit_below_one_block_is_refused(tmp_path):
     with pytest.raises(ValueError, match="cache_limit=10"):
         BlockCache(str(tmp_path), limit=10, block_size=100)
+
+
+def test_a_block_file_cut_short_is_fetched_again(tmp_path):
+    cache, calls = BlockCache(str(tmp_path), block_size=100), []
+    cache.read("u", 1, len(BLOB), 0, 100, _fetcher(calls))
+    (block,) = tmp_path.glob("*.blk")
+    block.write_bytes(block.read_bytes()[:40])  # another process died mid-write, say
+    got = cache.read("u", 1, len(BLOB), 30, 60, _fetcher(calls))
+    assert np.array_equal(got, BLOB[30:90]) and len(calls) == 2
+    assert len(block.read_bytes()) == 100  # stored whole again
+    assert np.array_equal(cache.read("u", 1, len(BLOB), 10, 20, _fetcher(calls)), BLOB[10:30])
+    assert len(calls) == 2 and cache.hits == 1
