@@ -59,7 +59,7 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
     """
     source = ImageFolderSource(src)
     order = np.arange(len(source)) if shuffle is None else sample_order(len(source), shuffle)
-    sizes = np.asarray([os.path.getsize(source.files[i]) for i in order], np.int64)
+    sizes = np.asarray([os.path.getsize(source.files[i]) for i in order.tolist()], np.int64)
     plan = plan_shards(sizes, shard_size)
     mine = part_shards(len(plan), *part)
     out = Path(dst)
