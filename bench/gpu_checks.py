@@ -97,6 +97,29 @@ def scenes(ctx: Ctx) -> Path:
     return _once(ctx, "hsi", make)
 
 
+def detection_data(ctx: Ctx) -> Path:
+    """Generated images with drawn shapes and their COCO file (polygons and RLE masks)."""
+    from bench.sample_detection import write_detection_folder
+    return _once(ctx, "detection", lambda p: write_detection_folder(p, n_images=12, seed=4))
+
+
+def rgba_images(ctx: Ctx) -> Path:
+    """PNGs with an alpha channel beside the JPEGs of `images` (alpha="keep")."""
+    import shutil
+
+    from PIL import Image
+
+    def make(p):
+        shutil.copytree(images(ctx), p)
+        rng = np.random.default_rng(2)
+        side = ctx.image_size
+        for k in range(4):
+            pixels = rng.integers(0, 256, (side, side + side // 2, 4), dtype=np.uint8)
+            Image.fromarray(pixels, "RGBA").save(sorted(p.glob("class_*"))[0] / f"rgba_{k}.png")
+        return p
+    return _once(ctx, "rgba", make)
+
+
 # --- helpers -----------------------------------------------------------------------------
 def loader(ctx: Ctx, modality: str, data, device: str | None = None, **kw):
     from torch_bridge import make_loader
@@ -176,7 +199,34 @@ def band_math(ctx: Ctx) -> dict:
     return {"array_module": module}
 
 
+def image_recipe(ctx: Ctx, recipe: str) -> dict:
+    """A training recipe's graph (policy, erasing and mixing; timm-rand-m9) on the device."""
+    return against_cpu(ctx, "image", images(ctx), pixels="image", tol=IMAGE_TOL,
+                       batch_size=8, recipe=recipe, num_classes=4)
+
+
+def image_alpha(ctx: Ctx) -> dict:
+    return against_cpu(ctx, "image", rgba_images(ctx), pixels="image", tol=IMAGE_TOL,
+                       batch_size=8, size=64, alpha="keep", adjust_orientation=True)
+
+
+def detection(ctx: Ctx, train: bool) -> dict:
+    """Boxes, labels and masks equal to the CPU backend's, images within IMAGE_TOL."""
+    return against_cpu(ctx, "detection", detection_data(ctx), pixels="image", tol=IMAGE_TOL,
+                       batch_size=4, size=96, train=train, masks=True)
+
+
 CLIP = dict(batch_size=2, clip_length=8, stride=2, size=112)
+
+
+def video_crops(ctx: Ctx, views: bool) -> dict:
+    """Short-side resize + crop windows in the graph (random, or multi-view eval)."""
+    kw = dict(CLIP, size=48, resize="short_side")
+    if views:
+        kw.update(train=False, views=(2, 3))
+    return against_cpu(ctx, "video", videos(ctx, size=(ctx.image_size + ctx.image_size // 2,
+                                                        ctx.image_size)),
+                       pixels="frames", tol=VIDEO_TOL, **kw)
 
 
 def video(ctx: Ctx, pad: str, codec: str = "libvpx-vp9") -> dict:
