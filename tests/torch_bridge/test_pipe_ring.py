@@ -13,6 +13,7 @@ import torch
 from nvidia.dali import Pipeline
 
 from dali_pipes.pipelines.config import PipelineConfig, load_config
+from tests.conftest import undefined_quant_table, write_image_folder
 from tests.torch_bridge.contract import truncate
 from torch_bridge import SampleError, make_loader
 from torch_bridge.pipe_ring import PipeRing, pipeline_count, ring_member_config
@@ -119,3 +120,17 @@ def test_members_take_one_batch_each_and_a_share_of_the_threads():
 def test_pipelines_out_of_range_names_the_option(value):
     with pytest.raises(ValueError, match=rf"pipelines must be in \[0, 8\].*got {value}"):
         load_config({"pipelines": value})
+
+
+def test_a_batch_failing_inside_dali_is_blamed_the_same_on_two_pipelines(tmp_path):
+    """A JPEG only DALI's decoder rejects (its batch fails in the second pipeline or the
+    first, depending on the shuffle): the culprit is named and skipped, the pass goes on,
+    and both epochs match one pipeline's."""
+    root = write_image_folder(tmp_path / "img", n_images=14, n_classes=2)
+    good = (root / "class_0" / "img_0000.jpg").read_bytes()
+    (root / "class_1" / "corrupt.jpg").write_bytes(undefined_quant_table(good))
+    one, two = (make_loader("image", root, backend="dali", batch_size=4, size=32, seed=4,
+                            on_error="skip", config={"pipelines": n}) for n in (1, 2))
+    _assert_same(_batches(one), _batches(two))
+    assert two.skipped == one.skipped and len(one.skipped) == 2
+    assert all(s.path.endswith("corrupt.jpg") for s in two.skipped)
