@@ -1,10 +1,15 @@
 """Augmentation policies in the image graph: per slot, each sample goes through the one
 operation it drew (`dali_pipes.policies`; inputs "policy_matrix" (slots, 2, 3) and
 "policy_params" (slots, 10), the last entry the operation's index). The batch is split by
-operation with DALI's conditional split / merge operators (what `if` statements compile to in
-a conditional pipeline), so each operator runs only on the samples that drew it (sharpness
-too: its 3x3 kernel is a per-sample input, split with the images, since `fn.filter` needs
-as many kernels as samples, also in a branch, where the batch may be empty).
+operation group with DALI's conditional split / merge operators (what `if` statements
+compile to in a conditional pipeline), so each operator runs only on the samples whose
+operation is in its group: one branch for the five geometric operations (a `warp_affine`
+with each sample's matrix), one for Color and Contrast, one for Posterize, Solarize and
+Invert (the parameters of the operations not drawn are identities), one each for
+Brightness, Sharpness, AutoContrast and Equalize. Fewer branches mean fewer, larger
+operators (DALI's CPU executor runs one at a time). Sharpness's 3x3 kernel is a per-sample
+input, split with the images, since `fn.filter` needs as many kernels as samples (a
+constant has the whole batch's size, not the branch's).
 
 Each operation reproduces torchvision's uint8 arithmetic (truncating blends, floored gray,
 rounded sharpness kernel, posterize / solarize / autocontrast as torchvision computes them);
@@ -92,7 +97,7 @@ def _as_float(pred, device: str):
 
 
 def _blends(x8, p, device: str):
-    """Color and Contrast in one pass: torchvision's `_blend` of the image with its floored
+    """Color and Contrast in one branch: torchvision's `_blend` of the image with its floored
     gray (color) or that gray's mean (contrast). The factor of the one not drawn is 1.0 and
     the other image's weights 0.0 or 1.0, so the product and the weighted sum reproduce
     each operation exactly."""
@@ -104,7 +109,7 @@ def _blends(x8, p, device: str):
 
 
 def _bits(x8, p, device: str):
-    """Posterize, Solarize and Invert in one pass, in uint8: keep the top bits (mask 255 when
+    """Posterize, Solarize and Invert in one branch, in uint8: keep the top bits (mask 255 when
     not posterizing), then flip the pixels at or above the threshold (256 when not
     solarizing: none; 0 for invert, x ^ 255 = 255 - x: all)."""
     mask = fn.cast(256.0 - p[4], dtype=types.UINT8, device=device)
