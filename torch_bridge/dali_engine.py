@@ -21,6 +21,11 @@ says why DALI's own parallel external_source does not fit). Only modalities whos
 depend on nothing but (epoch, indices, known-bad samples), i.e. `SourceModality`
 subclasses, go to workers; any other (the Dataset adapter) always feeds in this process.
 `close()` ends the workers; so do garbage collection of the engine and interpreter exit.
+
+With `config.pipelines` > 1 (by default 2 for a graph with an augmentation policy on the
+CPU backend) the "pipeline" is a `torch_bridge.pipe_ring.PipeRing`: that many DALI
+pipelines of the graph take the fed batches in turn and give their outputs back in the
+same order, so everything above (order, run-ahead, skips, blame, resume) is unchanged.
 """
 from __future__ import annotations
 
