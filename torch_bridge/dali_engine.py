@@ -21,6 +21,11 @@ says why DALI's own parallel external_source does not fit). Only modalities whos
 depend on nothing but (epoch, indices, known-bad samples), i.e. `SourceModality`
 subclasses, go to workers; any other (the Dataset adapter) always feeds in this process.
 `close()` ends the workers; so do garbage collection of the engine and interpreter exit.
+
+With `config.pipelines` > 1 (by default 2 for a graph with an augmentation policy on the
+CPU backend) the "pipeline" is a `torch_bridge.pipe_ring.PipeRing`: that many DALI
+pipelines of the graph take the fed batches in turn and give their outputs back in the
+same order, so everything above (order, run-ahead, skips, blame, resume) is unchanged.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from time import perf_counter_ns
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,6 +47,7 @@ from torch_bridge.dali_blame import blame, in_epoch
 from torch_bridge.errors import SampleError, SampleGuard, WorkerDied
 from torch_bridge.feeders import FeedPool, FeedWindow, PlanBatch, Prepared
 from torch_bridge.modalities.base import SourceModality
+from torch_bridge.pipe_ring import PipeRing, pipeline_count, ring_member_config
 from torch_bridge.protocols import BatchPlan, DaliFeed
 from torch_bridge.stats import LoaderStats
 from torch_bridge.transfer import attach_meta, dali_to_torch
@@ -84,7 +91,7 @@ class DaliEngine:
         self.modality, self.plan, self.device = modality, plan, device
         self.config, self.guard, self.run_ahead = config, guard, run_ahead
         self.dali_device: DaliDevice = "gpu" if device.type == "cuda" else "cpu"
-        self._pipe = None
+        self._pipe: Any = None  # a DALI Pipeline or a PipeRing
         self._pending: deque[_Entry] = deque()  # prepared, in plan (and DALI output) order
         self._stream: Iterator[PlanBatch] = iter(())  # plan batches still to prepare
         self._pool: FeedPool | None = None  # feed workers (config.py_num_workers > 0)
@@ -92,11 +99,15 @@ class DaliEngine:
         self.stats = LoaderStats(enabled=False)  # the Loader's, once it has one
 
     def build(self):
-        """The pipeline, built on first use and kept across passes."""
+        """The pipeline, built on first use and kept across passes: one DALI pipeline, or
+        (`pipeline_count` > 1) a `PipeRing` of several taking batches in turn."""
         if self._pipe is None:
-            pipe = self.modality.build_pipeline(
+            count = pipeline_count(self.config, self.modality, self.dali_device)
+            config = self.config if count == 1 else ring_member_config(self.config, count)
+            pipes = [self.modality.build_pipeline(
                 device=self.dali_device, batch_size=self.plan.batch_size,
-                config=self.config, device_id=self._device_id())
+                config=config, device_id=self._device_id()) for _ in range(count)]
+            pipe = pipes[0] if count == 1 else PipeRing(pipes)
             self._start_feeders()  # before DALI starts its threads: forking is safe here
             pipe.build()
             self._pipe, self._fresh = pipe, True
@@ -227,7 +238,8 @@ class DaliEngine:
         if not waiting:
             return
         if self._fresh:
-            check_feeds(pipe, waiting[0].prepared.feeds, type(self.modality).__name__)
+            check_feeds(pipe.first if isinstance(pipe, PipeRing) else pipe,
+                        waiting[0].prepared.feeds, type(self.modality).__name__)
             for entry in waiting:
                 self._schedule(pipe, entry)
             for _ in range(depth - len(waiting)):

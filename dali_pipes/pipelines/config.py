@@ -23,6 +23,10 @@ class PipelineConfig:
 
     num_threads: int = 0  # 0: this rank's share of its cores, plus one (default_threads)
     prefetch_queue_depth: int = 2
+    # DALI pipelines of the graph taking batches in turn (torch_bridge.pipe_ring), each
+    # with its share of num_threads; 0: 2 for a graph with an augmentation policy on the
+    # CPU backend with >= 2 cores, else 1.
+    pipelines: int = 0
     # Worker processes preparing the external_source inputs of upcoming batches (reads,
     # PyAV decoding, alignment: a modality's feeds) beside DALI; 0: in the main process;
     # "auto": workers only for clips that go through the PyAV fallback, one per core of
@@ -44,6 +48,11 @@ class PipelineConfig:
         """num_threads, or (0) the default: this rank's share of its CPU cores plus one
         (see `default_threads`)."""
         return self.num_threads if self.num_threads > 0 else default_threads()
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity)."""
+    return _usable_cores()
 
 
 def _usable_cores() -> int:
@@ -134,6 +143,9 @@ def _from_mapping(table: dict[str, Any], where: str) -> PipelineConfig:
     cfg = PipelineConfig(**values)
     if cfg.num_threads < 0 or cfg.prefetch_queue_depth < 1:
         raise ValueError(f"{where}: num_threads must be >= 0 and prefetch_queue_depth >= 1")
+    if not 0 <= cfg.pipelines <= 8:
+        raise ValueError(f"{where}: pipelines must be in [0, 8] (0: automatic), got "
+                         f"{cfg.pipelines}")
     if not 0.0 <= cfg.hw_decoder_load <= 1.0:
         raise ValueError(f"{where}: hw_decoder_load must be in [0, 1], got {cfg.hw_decoder_load}")
     return cfg

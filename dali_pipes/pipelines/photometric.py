@@ -17,8 +17,9 @@ GRAY_WEIGHTS = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale
 
 
 def _gray(x):
-    r, g, b = (x[:, :, i:i + 1] for i in range(3))
-    return r * GRAY_WEIGHTS[0] + g * GRAY_WEIGHTS[1] + b * GRAY_WEIGHTS[2]
+    """(H, W, 1) gray level of float HWC pixels: r w0 + g w1 + b w2 in one per-pixel matrix
+    product (`fn.coord_transform`)."""
+    return fn.coord_transform(x, M=list(GRAY_WEIGHTS), dtype=types.FLOAT)
 
 
 def _blend(x, other, factor):

@@ -1,10 +1,15 @@
 """Augmentation policies in the image graph: per slot, each sample goes through the one
 operation it drew (`dali_pipes.policies`; inputs "policy_matrix" (slots, 2, 3) and
 "policy_params" (slots, 10), the last entry the operation's index). The batch is split by
-operation with DALI's conditional split / merge operators (what `if` statements compile to in
-a conditional pipeline), so each operator runs only on the samples that drew it (sharpness
-too: its 3x3 kernel is a per-sample input, split with the images, since `fn.filter` needs
-as many kernels as samples, also in a branch, where the batch may be empty).
+operation group with DALI's conditional split / merge operators (what `if` statements
+compile to in a conditional pipeline), so each operator runs only on the samples whose
+operation is in its group: one branch for the five geometric operations (a `warp_affine`
+with each sample's matrix), one for Color and Contrast, one for Posterize, Solarize and
+Invert (the parameters of the operations not drawn are identities), one each for
+Brightness, Sharpness, AutoContrast and Equalize. Fewer branches mean fewer, larger
+operators (DALI's CPU executor runs one at a time). Sharpness's 3x3 kernel is a per-sample
+input, split with the images, since `fn.filter` needs as many kernels as samples (a
+constant has the whole batch's size, not the branch's).
 
 Each operation reproduces torchvision's uint8 arithmetic (truncating blends, floored gray,
 rounded sharpness kernel, posterize / solarize / autocontrast as torchvision computes them);
@@ -13,6 +18,8 @@ is DALI's `fn.equalize` (OpenCV's histogram equalisation, close to but not torch
 Imports DALI, never torch.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import nvidia.dali.fn as fn
@@ -27,13 +34,18 @@ _GEOMETRY = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
 
 
 def _gray_floor(x):
-    r, g, b = (x[:, :, i:i + 1] for i in range(3))
-    return dmath.floor(r * GRAY_WEIGHTS[0] + g * GRAY_WEIGHTS[1] + b * GRAY_WEIGHTS[2])
+    """(H, W, 1) floored gray level, float32: torchvision's uint8 rgb_to_grayscale, in one
+    per-pixel matrix product (`fn.coord_transform`: r w0 + g w1 + b w2 in float32)."""
+    return dmath.floor(fn.coord_transform(x, M=list(GRAY_WEIGHTS), dtype=types.FLOAT))
 
 
 def _to_uint8(x, device: str):
     """Float pixels -> uint8, truncating and clamping as torchvision's uint8 ops do: DALI's
-    cast saturates at 0 and 255, so floor then cast is clamp + truncation in one pass."""
+    cast saturates at 0 and 255, so floor then cast is clamp + truncation. On the CPU the
+    cast rounds halves away from zero, and x - 0.5 is exact in float32 for the x that can
+    round differently, so cast(x - 0.5) is floor then cast, one pass cheaper."""
+    if device == "cpu":
+        return fn.cast(x - 0.5, dtype=types.UINT8, device=device)
     return fn.cast(dmath.floor(x), dtype=types.UINT8, device=device)
 
 
@@ -70,52 +82,80 @@ def _autocontrast(x8, device: str):
 _ALL_ONES = np.uint8(255)
 
 
-def _photometric_ops(device: str) -> dict:
-    """name -> f(uint8 image, params getter, kernels) -> uint8 image. Posterize, solarize
-    and invert stay in uint8 (torchvision's bit operations: posterize keeps the top bits,
-    x ^ 255 = 255 - x); the others compute in float32 straight from the uint8 pixels."""
-    return {
-        "Brightness": lambda x8, p, k: _to_uint8(x8 * p(0), device),
-        "Color": lambda x8, p, k: _blend(x8, _gray_floor(x8), p(1), device),
-        "Contrast": lambda x8, p, k: _blend(
-            x8, fn.reductions.mean(_gray_floor(x8), device=device), p(2), device),
-        "Sharpness": lambda x8, p, k: _sharpness(x8, p(3), k, device),
-        "Posterize": lambda x8, p, k: x8 & fn.cast(256.0 - p(4), dtype=types.UINT8,
-                                                   device=device),
-        "Solarize": lambda x8, p, k: x8 ^ (fn.cast(x8 >= p(5), dtype=types.UINT8,
-                                                   device=device) * _ALL_ONES),
-        "AutoContrast": lambda x8, p, k: _autocontrast(x8, device),
-        "Invert": lambda x8, p, k: x8 ^ _ALL_ONES,
-    }
+def _is_op(p, *names: str):
+    """Per sample: whether the operation index p[9] is one of `names` (one scalar expression:
+    a product of differences, exact for the small integer indices)."""
+    prod = None
+    for name in names:
+        term = p[9] - float(OP[name])
+        prod = term if prod is None else prod * term
+    return prod == 0.0
 
 
-def _handler(name: str, device: str):
-    """f(uint8 images, matrices, params, kernels) -> uint8 images for operation `name`."""
-    if name in _GEOMETRY:
-        return lambda x8, m, p, k: fn.warp_affine(x8, device=device, matrix=m, fill_value=0,
-                                                  interp_type=types.INTERP_NN)
-    if name == "Equalize":
-        return lambda x8, m, p, k: fn.equalize(x8, device=device)
-    op = _photometric_ops(device)[name]
-
-    def run(x8, m, p, k):
-        get = (lambda i: p[i].gpu()) if device == "gpu" else (lambda i: p[i])
-        return op(x8, get, k)
-    return run
+def _as_float(pred, device: str):
+    return fn.cast(pred, dtype=types.FLOAT, device=device)
 
 
-def _dispatch(x8, matrix, params, kernel, names: list[str], device: str):
-    """Route each sample to the handler of the operation it drew (Identity: unchanged)."""
-    if not names:
-        return x8
-    pred = params[9] == float(OP[names[0]])
+def _blends(x8, p, device: str):
+    """Color and Contrast in one branch: torchvision's `_blend` of the image with its floored
+    gray (color) or that gray's mean (contrast). The factor of the one not drawn is 1.0 and
+    the other image's weights 0.0 or 1.0, so the product and the weighted sum reproduce
+    each operation exactly."""
+    factor = p[1] * p[2]
+    gray = _gray_floor(x8)
+    other = gray * _as_float(_is_op(p, "Color"), device) + \
+        fn.reductions.mean(gray, device=device) * _as_float(_is_op(p, "Contrast"), device)
+    return _blend(x8, other, factor, device)
+
+
+def _bits(x8, p, device: str):
+    """Posterize, Solarize and Invert in one branch, in uint8: keep the top bits (mask 255 when
+    not posterizing), then flip the pixels at or above the threshold (256 when not
+    solarizing: none; 0 for invert, x ^ 255 = 255 - x: all)."""
+    mask = fn.cast(256.0 - p[4], dtype=types.UINT8, device=device)
+    flip = fn.cast(x8 >= p[5] - 256.0 * p[8], dtype=types.UINT8, device=device) * _ALL_ONES
+    return (x8 & mask) ^ flip
+
+
+# The policy's operations in groups, one conditional branch each: (operation names, handler
+# f(uint8 images, matrices, params, kernels), inputs the handler needs besides the images
+# and params). Sharpness and geometry come first so that the kernels and matrices need
+# not be split further down the chain.
+_GROUPS: tuple[tuple[tuple[str, ...], Callable, set[str]], ...] = (
+    (("Sharpness",), lambda x8, m, p, k, d: _sharpness(x8, p[3], k, d), {"kernel"}),
+    (_GEOMETRY, lambda x8, m, p, k, d: fn.warp_affine(
+        x8, device=d, matrix=m, fill_value=0, interp_type=types.INTERP_NN), {"matrix"}),
+    (("Color", "Contrast"), lambda x8, m, p, k, d: _blends(x8, p, d), set()),
+    (("Brightness",), lambda x8, m, p, k, d: _to_uint8(x8 * p[0], d), set()),
+    (("Posterize", "Solarize", "Invert"), lambda x8, m, p, k, d: _bits(x8, p, d), set()),
+    (("AutoContrast",), lambda x8, m, p, k, d: _autocontrast(x8, d), set()),
+    (("Equalize",), lambda x8, m, p, k, d: fn.equalize(x8, device=d), set()),
+)
+
+
+def _split(node, pred, wanted: bool):
+    """(in-branch, out-of-branch) parts of `node`, or (None, None) when not `wanted`."""
+    if not wanted:
+        return None, None
     # DALI's shipped fn stub omits the private _conditional module that it has at run time
-    split = [fn._conditional.split(node, predicate=pred)  # type: ignore[attr-defined]
-             for node in (x8, matrix, params, kernel)]
-    (x_in, x_out), (m_in, m_out), (p_in, p_out), (k_in, k_out) = split
-    done = _handler(names[0], device)(x_in, m_in, p_in, k_in)
-    rest = _dispatch(x_out, m_out, p_out, k_out, names[1:], device)
-    return fn._conditional.merge(done, rest, predicate=pred)  # type: ignore[attr-defined]
+    return fn._conditional.split(node, predicate=pred)  # type: ignore[attr-defined]
+
+
+def _dispatch(x8, matrix, params, kernel, groups: list, device: str):
+    """Route each sample to the branch of the operation group it drew (Identity: none)."""
+    if not groups:
+        return x8
+    (names, handler, needs), rest = groups[0], groups[1:]
+    pred = _is_op(params, *names)
+    later = set().union(*(g[2] for g in rest)) if rest else set()
+    x_in, x_out = _split(x8, pred, True)
+    p_in, p_out = _split(params, pred, True)
+    m_in, m_out = _split(matrix, pred, "matrix" in needs | later)
+    k_in, k_out = _split(kernel, pred, "kernel" in needs | later)
+    get = (lambda node: node.gpu()) if device == "gpu" else (lambda node: node)
+    done = handler(x_in, m_in, get(p_in), k_in, device)
+    rest_out = _dispatch(x_out, m_out, p_out, k_out, rest, device)
+    return fn._conditional.merge(done, rest_out, predicate=pred)  # type: ignore[attr-defined]
 
 
 def apply_policy(images, matrices, params, *, device: str, recipe, slots: int):
@@ -132,10 +172,11 @@ def apply_policy(images, matrices, params, *, device: str, recipe, slots: int):
     Returns:
         uint8 HWC DataNode.
     """
-    names = [n for n in OP if n != "Identity"
-             and (n != "Invert" or recipe.auto_augment == "autoaugment")]
+    drawn = {n for n in OP if n != "Identity"
+             and (n != "Invert" or recipe.auto_augment == "autoaugment")}
+    groups = [g for g in _GROUPS if drawn & set(g[0])]
     # one 3x3 kernel per sample (a constant, on the CPU: fn.filter takes it there)
     kernel = types.Constant(_SHARPEN, device="cpu")
     for k in range(slots):
-        images = _dispatch(images, matrices[k], params[k], kernel, names, device)
+        images = _dispatch(images, matrices[k], params[k], kernel, groups, device)
     return images

@@ -66,3 +66,15 @@ def test_presets_document_every_key():
     text = (load_config.__globals__["PRESET_DIR"] / "default.toml").read_text()
     for f in fields(PipelineConfig):
         assert f"\n{f.name} = " in text, f.name
+
+
+@pytest.mark.parametrize("policy", ["randaugment", "autoaugment", "trivialaugment"])
+def test_gpu_policy_graph_is_defined(policy):
+    """The policy's grouped branches (and colour jitter) define on the GPU: every operator
+    takes GPU images with CPU predicates and matrices."""
+    from dali_pipes.recipes import ImageRecipe
+    recipe = ImageRecipe(auto_augment=policy, num_ops=2, magnitude=9.0,
+                         color_jitter=(0.4, 0.4, 0.4, 0.1), grayscale=0.2)
+    pipe = build_image_pipeline(device="gpu", batch_size=4, size=224,
+                                config=load_config(None), recipe=recipe)
+    assert pipe is not None
