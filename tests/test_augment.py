@@ -73,3 +73,19 @@ def test_image_params_eval_has_no_flip_and_train_flips_half():
     assert 0.45 < flip.mean() < 0.55
     windows, flip = augment.image_params(0, 0, idx, hw, hw, size=32, train=False)
     assert not flip.any() and (windows == windows[0]).all()
+
+
+
+def test_every_random_stream_has_its_own_number():
+    """Streams separate the draws of one (seed, epoch, key): two definitions with one
+    number would correlate them (e.g. erasing boxes with video crop offsets)."""
+    import re
+    from pathlib import Path
+
+    import dali_pipes
+    streams: dict[int, list[str]] = {}
+    for path in sorted(Path(dali_pipes.__file__).parent.rglob("*.py")):
+        for name, value in re.findall(r"^(STREAM_\w+) = (\d+)", path.read_text(), re.M):
+            streams.setdefault(int(value), []).append(f"{path.stem}.{name}")
+    assert len(streams) >= 10, streams
+    assert all(len(names) == 1 for names in streams.values()), streams
