@@ -34,6 +34,25 @@ def is_hidden(name: str) -> bool:
     return name.startswith(".")
 
 
+def has_extension(name: str, extensions: frozenset[str]) -> bool:
+    """Whether file name `name` ends in one of `extensions` (lower-case, ".jpg"), in any case."""
+    _, dot, suffix = name.rpartition(".")
+    return bool(dot) and "." + suffix.lower() in extensions
+
+
+def no_class_folders(root, kind: str) -> ValueError:
+    """The error for a root holding no class folder."""
+    return ValueError(f"{root}: no class folders (expected {root}/<class>/<{kind} files>)")
+
+
+def no_samples(root, n_classes: int, kind: str, extensions: frozenset[str] | None
+               ) -> ValueError:
+    """The error for a root whose class folders hold no sample."""
+    looked = "sample folders" if extensions is None else ", ".join(sorted(extensions))
+    return ValueError(f"{root}: {n_classes} class folders but no {kind} files "
+                      f"(looked for {looked})")
+
+
 def is_sample(entry: os.DirEntry, extensions: frozenset[str] | None) -> str | None:
     """None when `entry` is a sample, else why not (a short reason).
 
@@ -57,8 +76,7 @@ def is_sample(entry: os.DirEntry, extensions: frozenset[str] | None) -> str | No
         return _why_not(entry, want_dir)
     if extensions is None:
         return None
-    _, dot, suffix = entry.name.rpartition(".")
-    return None if dot and "." + suffix.lower() in extensions else "other extension"
+    return None if has_extension(entry.name, extensions) else "other extension"
 
 
 def _why_not(entry: os.DirEntry, want_dir: bool) -> str:
@@ -155,23 +173,19 @@ def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozense
     per_root = [_class_dirs(root, kind, ignored) for root in roots]
     classes = sorted({name for names in per_root for name in names})
     class_id = {name: i for i, name in enumerate(classes)}
-    found = _Found()
+    found = FoundSamples()
     for source, (root, names) in enumerate(zip(roots, per_root, strict=True)):
         before = len(found.labels)
         _list_files(root, names, extensions, ignored, recursive,
                     functools.partial(found.add, class_id, source))
         if len(found.labels) == before:
-            looked = "sample folders" if extensions is None else ", ".join(sorted(extensions))
-            raise ValueError(f"{root}: {len(names)} class folders but no {kind} files "
-                             f"(looked for {looked})")
-    return ClassFolderListing(tuple(map(str, roots)), tuple(classes), found.paths.build(),
-                              _int64(found.labels), _int64(found.sources),
-                              tuple(p for p, _ in ignored), tuple(r for _, r in ignored),
-                              _int64(found.sizes), _int64(found.mtimes))
+            raise no_samples(root, len(names), kind, extensions)
+    return found.listing(tuple(map(str, roots)), tuple(classes), ignored)
 
 
-class _Found:
-    """The samples found so far, in compact buffers (no Python object kept per file)."""
+class FoundSamples:
+    """The samples found so far, in compact buffers (no Python object kept per file); the
+    local and the remote (`dali_pipes.sources.remote_folders`) listings both fill one."""
 
     def __init__(self) -> None:
         self.paths = PathTableBuilder()
@@ -185,6 +199,15 @@ class _Found:
         self.sources.append(source)
         self.sizes.append(stat[0])
         self.mtimes.append(stat[1])
+
+    def listing(self, roots: tuple[str, ...], classes: tuple[str, ...],
+                ignored: list[tuple[str, str]]) -> ClassFolderListing:
+        """The listing of what was added, with the entries that are not samples (path,
+        reason)."""
+        return ClassFolderListing(roots, classes, self.paths.build(), _int64(self.labels),
+                                  _int64(self.sources), tuple(p for p, _ in ignored),
+                                  tuple(r for _, r in ignored), _int64(self.sizes),
+                                  _int64(self.mtimes))
 
 
 def _int64(values: array) -> np.ndarray:
@@ -205,7 +228,7 @@ def _class_dirs(root: Path, kind: str, ignored: list[tuple[str, str]]) -> list[s
             elif why != "not a folder" and why != "hidden":
                 ignored.append((entry.path, why))
     if not names:
-        raise ValueError(f"{root}: no class folders (expected {root}/<class>/<{kind} files>)")
+        raise no_class_folders(root, kind)
     return sorted(names)
 
 

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from dali_pipes.sources.folders import ClassFolderListing
-from dali_pipes.sources.names import PathTableBuilder
+from dali_pipes.sources.folders import (
+    ClassFolderListing,
+    FoundSamples,
+    has_extension,
+    is_hidden,
+    no_class_folders,
+    no_samples,
+)
 
 Objects = list[tuple[str, int, int]]  # (URL, size, version) of each object under a root
 
@@ -42,25 +46,16 @@ def list_remote_class_folders(urls: Sequence[str], objects: Sequence[Objects],
                 for root, found in zip(roots, objects, strict=True)]
     classes = sorted({name for found in per_root for name in found})
     class_id = {name: i for i, name in enumerate(classes)}
-    paths, labels, sources, sizes, versions = PathTableBuilder(), [], [], [], []
+    samples = FoundSamples()
     for source, (root, found) in enumerate(zip(roots, per_root, strict=True)):
         if not found:
-            raise ValueError(f"{root}: no class folders (expected {root}/<class>/<{kind} "
-                             "files>)")
+            raise no_class_folders(root, kind)
         if not any(found.values()):
-            raise ValueError(f"{root}: {len(found)} class folders but no {kind} files "
-                             f"(looked for {', '.join(sorted(extensions))})")
+            raise no_samples(root, len(found), kind, extensions)
         for name in sorted(found):
-            for url, size, version in found[name]:
-                paths.add(url)
-                labels.append(class_id[name])
-                sources.append(source)
-                sizes.append(size)
-                versions.append(version)
-    return ClassFolderListing(tuple(roots), tuple(classes), paths.build(),
-                              np.asarray(labels, np.int64), np.asarray(sources, np.int64),
-                              tuple(p for p, _ in ignored), tuple(r for _, r in ignored),
-                              np.asarray(sizes, np.int64), np.asarray(versions, np.int64))
+            for url, size, version in found[name]:  # the version stands in the mtime slot
+                samples.add(class_id, source, name, url, (size, version))
+    return samples.listing(tuple(roots), tuple(classes), ignored)
 
 
 def _samples(root: str, objects: list[tuple[str, int, int]], extensions: frozenset[str],
@@ -73,9 +68,9 @@ def _samples(root: str, objects: list[tuple[str, int, int]], extensions: frozens
         if not url.startswith(prefix) or url.endswith("/"):
             continue  # elsewhere, or a folder marker object
         parts = url[len(prefix):].split("/")
-        if len(parts) < 2 or parts[0].startswith("."):
+        if len(parts) < 2 or is_hidden(parts[0]):
             continue  # not in a class folder, or in a hidden one: as the local listing
-        if any(p.startswith(".") for p in parts[1:-1]) or (len(parts) > 2 and not recursive):
+        if any(map(is_hidden, parts[1:-1])) or (len(parts) > 2 and not recursive):
             continue  # hidden sub-folders are not walked
         entries = found.setdefault(parts[0], [])
         why = _why_not(parts[-1], extensions)
@@ -95,7 +90,7 @@ def holds_shards(url: str, objects: Objects) -> bool:
 
 
 def _why_not(name: str, extensions: frozenset[str]) -> str | None:
-    if name.startswith("."):
+    """As `is_sample` for a file entry: None, "hidden" or "other extension"."""
+    if is_hidden(name):
         return "hidden"
-    _, dot, suffix = name.rpartition(".")
-    return None if dot and "." + suffix.lower() in extensions else "other extension"
+    return None if has_extension(name, extensions) else "other extension"
