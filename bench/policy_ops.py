@@ -1,11 +1,12 @@
 """Each policy operation alone, applied by the DALI graph and by torchvision to the same
 uint8 images with the same magnitude: how far apart are the pixels?
 
-    python bench/policy_ops.py [--size 64] [--images 32]
+    python bench/policy_ops.py [--size 64] [--images 32] [--graph fused|composed|both]
 
 Prints, per (operation, magnitude), the mean and maximum |dali - torch| in uint8 levels and
-the share of pixels that differ. tests/torch_bridge/test_recipes_policies.py holds the
-bounds.
+the share of pixels that differ, for the fused CPU operator (dali_pipes/native) and for the
+graph of DALI's own operators (the GPU's, and the CPU's without a compiler).
+tests/torch_bridge/test_recipes_policies.py holds the bounds.
 """
 from __future__ import annotations
 
@@ -33,8 +34,10 @@ def _repeat(batch: list):
     return lambda: batch
 
 
-def dali_apply(images: np.ndarray, name: str, magnitude: float) -> np.ndarray:
-    """`images` (N, H, W, 3) through one operation in the DALI graph (CPU backend)."""
+def dali_apply(images: np.ndarray, name: str, magnitude: float,
+               fused: bool | None = None) -> np.ndarray:
+    """`images` (N, H, W, 3) through one operation in the DALI graph (CPU backend); `fused`
+    as `apply_policy` takes it (the fused operator or DALI's own operators)."""
     import nvidia.dali.fn as fn
     from nvidia.dali import Pipeline
 
@@ -50,7 +53,8 @@ def dali_apply(images: np.ndarray, name: str, magnitude: float) -> np.ndarray:
                                       layout=lay)
                    for a, lay in zip(feeds, ("HWC", None, None), strict=True))
         recipe = image_recipe(size=(h, w), auto_augment="autoaugment")
-        pipe.set_outputs(apply_policy(x, m, p, device="cpu", recipe=recipe, slots=1))
+        pipe.set_outputs(apply_policy(x, m, p, device="cpu", recipe=recipe, slots=1,
+                                     fused=fused))
     pipe.build()
     (out,) = pipe.run()
     return np.stack([np.asarray(out[i]) for i in range(n)])
@@ -66,9 +70,10 @@ def torch_apply(images: np.ndarray, name: str, magnitude: float) -> np.ndarray:
                                   mags).permute(1, 2, 0).numpy() for im in images])
 
 
-def compare(images: np.ndarray, name: str, magnitude: float) -> tuple[float, int, float]:
+def compare(images: np.ndarray, name: str, magnitude: float,
+            fused: bool | None = None) -> tuple[float, int, float]:
     """(mean |diff|, max |diff|, fraction of differing values) in uint8 levels."""
-    d = np.abs(dali_apply(images, name, magnitude).astype(int)
+    d = np.abs(dali_apply(images, name, magnitude, fused).astype(int)
                - torch_apply(images, name, magnitude).astype(int))
     return float(d.mean()), int(d.max()), float((d > 0).mean())
 
@@ -77,12 +82,17 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--images", type=int, default=32)
+    parser.add_argument("--graph", choices=["fused", "composed", "both"], default="both")
     args = parser.parse_args(argv)
     images = test_images(args.images, args.size)
-    print(f"{'operation':14s} {'magnitude':>9s} {'mean':>6s} {'max':>4s} {'differ':>7s}")
-    for name, m in CASES:
-        mean, top, frac = compare(images, name, m)
-        print(f"{name:14s} {m:9.2f} {mean:6.2f} {top:4d} {frac:7.1%}")
+    graphs = {"fused": [True], "composed": [False], "both": [True, False]}[args.graph]
+    print(f"{'graph':9s} {'operation':14s} {'magnitude':>9s} {'mean':>6s} {'max':>4s} "
+          f"{'differ':>7s}")
+    for fused in graphs:
+        for name, m in CASES:
+            mean, top, frac = compare(images, name, m, fused)
+            print(f"{'fused' if fused else 'composed':9s} {name:14s} {m:9.2f} {mean:6.2f} "
+                  f"{top:4d} {frac:7.1%}")
 
 
 if __name__ == "__main__":

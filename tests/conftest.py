@@ -27,6 +27,21 @@ def backend(request) -> str:
     return request.param
 
 
+@pytest.fixture
+def native_ops(request) -> None:
+    """For a test parametrized with `fused`: where it is True, the native operators must be
+    built and loaded (dali_pipes.native), unless DALI_PIPES_NATIVE=0 turned them off (then
+    the test is skipped). A machine without a compiler fails here, saying why."""
+    from dali_pipes import native
+
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    if not params.get("fused", True):
+        return
+    if not native.enabled():
+        pytest.skip("DALI_PIPES_NATIVE is off")
+    assert native.library("policy_op"), native.why_not("policy_op")
+
+
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs CUDA")
     for item in items:

@@ -69,13 +69,19 @@ class PipeRing:
 
 def pipeline_count(config: PipelineConfig, modality, device: str) -> int:
     """How many pipelines the engine runs: `config.pipelines`, or (0, the default) 2 for a
-    graph with an augmentation policy on DALI's CPU backend with at least 2 usable cores
-    (the policy's many small operators), else 1."""
+    graph with an augmentation policy made of DALI's own operators (its many small
+    operators leave threads idle) on DALI's CPU backend with at least 2 usable cores, else
+    1. Where the fused policy operator is available the policy is one operator and one
+    pipeline keeps the cores busy."""
     if config.pipelines > 0:
         return config.pipelines
     recipe = getattr(modality, "recipe", None)
     policy = getattr(recipe, "auto_augment", None)
-    return 2 if device == "cpu" and policy and usable_cores() >= 2 else 1
+    if not (device == "cpu" and policy and usable_cores() >= 2):
+        return 1
+    from dali_pipes.pipelines.policies import native_policy
+
+    return 1 if native_policy() else 2
 
 
 def ring_member_config(config: PipelineConfig, count: int) -> PipelineConfig:

@@ -26,6 +26,7 @@ import nvidia.dali.fn as fn
 import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 
+from dali_pipes import native
 from dali_pipes.pipelines.photometric import GRAY_WEIGHTS
 from dali_pipes.policies import OP
 
@@ -158,8 +159,19 @@ def _dispatch(x8, matrix, params, kernel, groups: list, device: str):
     return fn._conditional.merge(done, rest_out, predicate=pred)  # type: ignore[attr-defined]
 
 
-def apply_policy(images, matrices, params, *, device: str, recipe, slots: int):
+def native_policy() -> bool:
+    """Whether the fused CPU operator (`dali_pipes/native/policy_op.cc`) is available: built
+    and loaded on first use (`dali_pipes.native`), else DALI's own operators run."""
+    return native.library("policy_op") is not None
+
+
+def apply_policy(images, matrices, params, *, device: str, recipe, slots: int,
+                 fused: bool | None = None):
     """The recipe's policy on uint8 HWC images (every slot in turn).
+
+    On the CPU the fused operator `DpPolicy` runs every slot of a sample in one pass of the
+    thread pool where it is available; otherwise (and on the GPU) conditional branches of
+    DALI's operators do.
 
     Args:
         images: uint8 HWC DataNode at the output size.
@@ -168,10 +180,17 @@ def apply_policy(images, matrices, params, *, device: str, recipe, slots: int):
         device: "cpu" or "gpu".
         recipe: the `ImageRecipe`.
         slots: operations per sample.
+        fused: use the fused CPU operator (None: where available; True: require it).
 
     Returns:
         uint8 HWC DataNode.
     """
+    if device == "cpu" and fused is not False and (fused or native_policy()):
+        if not native_policy():
+            raise RuntimeError("the fused policy operator is unavailable: "
+                               f"{native.why_not('policy_op')}")
+        # a plugin operator: fn gains it when the library loads, the stub cannot list it
+        return fn.dp_policy(images, matrices, params)  # type: ignore[attr-defined]
     drawn = {n for n in OP if n != "Identity"
              and (n != "Invert" or recipe.auto_augment == "autoaugment")}
     groups = [g for g in _GROUPS if drawn & set(g[0])]

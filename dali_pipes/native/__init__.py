@@ -1,0 +1,157 @@
+"""Native DALI operators of dali_pipes: C++ sources in this folder, compiled on first use
+against the installed DALI (its headers and libdali.so) into a per-user cache, then loaded
+with `nvidia.dali.plugin_manager.load_library`.
+
+`library(name)` returns the loaded library's path, or None where it cannot be had (no C++
+compiler, no CUDA headers, a failed build, or DALI_PIPES_NATIVE=0); `why_not(name)` then
+says why. Callers keep a graph of DALI's own operators for that case, so a missing compiler
+costs speed, never correctness. The first build prints one line; later processes load the
+cached file. The cache key is the source, the DALI version, the compiler and its flags, so
+a new DALI or an edited source builds anew.
+
+Environment: DALI_PIPES_NATIVE=0 turns native operators off; DALI_PIPES_CACHE sets the
+cache folder (default ~/.cache/dali_pipes); CXX the compiler (default g++ or c++);
+CUDA_HOME where CUDA's headers are (DALI's headers include cuda_runtime_api.h).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+SOURCES = Path(__file__).resolve().parent
+BUILD_TIMEOUT_S = 300
+_FLAGS = ("-std=c++20", "-O3", "-fPIC", "-shared", "-ffp-contract=off")
+
+_lock = threading.Lock()
+_loaded: dict[str, str | None] = {}
+_reasons: dict[str, str] = {}
+
+
+def enabled() -> bool:
+    """False where DALI_PIPES_NATIVE is 0 / false / no / off."""
+    return os.environ.get("DALI_PIPES_NATIVE", "1").strip().lower() not in (
+        "0", "false", "no", "off")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("DALI_PIPES_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "dali_pipes")
+    return Path(root) / "native"
+
+
+def _compiler() -> str | None:
+    for cand in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        if cand and shutil.which(cand):
+            return shutil.which(cand)
+    return None
+
+
+def _cuda_include() -> str | None:
+    """A folder holding cuda_runtime_api.h: CUDA_HOME, /usr/local/cuda or a pip CUDA runtime."""
+    cands = [os.path.join(p, "include") for p in (os.environ.get("CUDA_HOME"),
+                                                  os.environ.get("CUDA_PATH"),
+                                                  "/usr/local/cuda") if p]
+    for site in sys.path:
+        nv = Path(site) / "nvidia"
+        if nv.is_dir():
+            cands += [str(p.parent) for p in nv.glob("*/include/cuda_runtime_api.h")]
+    for c in cands:
+        if os.path.isfile(os.path.join(c, "cuda_runtime_api.h")):
+            return c
+    return None
+
+
+def _cpu_flags() -> tuple[str, ...]:
+    """-mfma where the CPU has it: the operators use fused multiply-adds where torch's
+    vectorised kernels do, and without it each is a library call."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "").split()
+    except OSError:
+        return ()
+    return ("-mfma",) if "fma" in flags else ()
+
+
+def _command(src: Path, out: Path, cxx: str, cuda_inc: str) -> list[str]:
+    import nvidia.dali.sysconfig as sysconfig
+
+    return [cxx, *_FLAGS, *_cpu_flags(), str(src), *sysconfig.get_compile_flags(),
+            f"-I{cuda_inc}", *sysconfig.get_link_flags(), "-o", str(out)]
+
+
+def _key(src: Path, command: list[str]) -> str:
+    import nvidia.dali as dali
+
+    h = hashlib.sha256(src.read_bytes())
+    h.update(dali.__version__.encode())
+    h.update(" ".join(command[:1] + command[2:-2]).encode())
+    return h.hexdigest()[:16]
+
+
+def _build(name: str) -> str:
+    """The cached library's path, compiling it first if needed; RuntimeError saying why not."""
+    src = SOURCES / f"{name}.cc"
+    if not src.is_file():
+        raise RuntimeError(f"no source {src}")
+    cxx = _compiler()
+    if cxx is None:
+        raise RuntimeError("no C++ compiler (set CXX, or install g++)")
+    cuda_inc = _cuda_include()
+    if cuda_inc is None:
+        raise RuntimeError("no CUDA headers (cuda_runtime_api.h; set CUDA_HOME)")
+    probe = _command(src, Path("OUT"), cxx, cuda_inc)
+    folder = cache_dir() / _key(src, probe)
+    lib = folder / f"lib{name}.so"
+    if lib.is_file():
+        return str(lib)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".lib{name}.", suffix=".so", dir=folder)
+    os.close(fd)
+    print(f"dali_pipes: building native operator {name} (once; {lib})", file=sys.stderr)
+    try:
+        done = subprocess.run(_command(src, Path(tmp), cxx, cuda_inc), capture_output=True,
+                              text=True, timeout=BUILD_TIMEOUT_S)
+        if done.returncode != 0:
+            tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+            raise RuntimeError(f"{cxx} failed (exit {done.returncode}) on {src}:\n{tail}")
+        os.replace(tmp, lib)  # atomic: concurrent builders each write their own temp file
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"building {src} took over {BUILD_TIMEOUT_S} s") from e
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return str(lib)
+
+
+def library(name: str) -> str | None:
+    """Path of the loaded native library `name` (e.g. "policy_op"), or None (see why_not)."""
+    with _lock:
+        if name in _loaded:
+            return _loaded[name]
+        path: str | None = None
+        if not enabled():
+            _reasons[name] = "DALI_PIPES_NATIVE is off"
+        else:
+            try:
+                import nvidia.dali.plugin_manager as plugin_manager
+
+                path = _build(name)
+                plugin_manager.load_library(path)
+            except Exception as e:  # any failure falls back to DALI's own operators
+                _reasons[name] = f"{type(e).__name__}: {e}"
+                print(f"dali_pipes: native operator {name} unavailable, using DALI's own "
+                      f"operators instead ({_reasons[name].splitlines()[0]})", file=sys.stderr)
+                path = None
+        _loaded[name] = path
+        return path
+
+
+def why_not(name: str) -> str | None:
+    """Why `library(name)` gave None (None if it was loaded or not asked for yet)."""
+    return _reasons.get(name)

@@ -1,0 +1,125 @@
+"""dali_pipes.native: the C++ operators build once into the cache and load; without a
+compiler or with DALI_PIPES_NATIVE=0 the graphs fall back to DALI's own operators and say
+why; the fused policy operator validates its inputs, naming the sample."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import nvidia.dali.fn as fn
+import pytest
+from nvidia.dali import Pipeline
+
+from dali_pipes import native
+from dali_pipes.pipelines.policies import apply_policy
+from dali_pipes.policies import OP, affine_matrices, photo_params
+from dali_pipes.recipes import image_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = ("from dali_pipes import native; p = native.library('policy_op'); "
+         "print(repr(p)); print(repr(native.why_not('policy_op')))")
+
+
+def _probe(env_changes: dict[str, str | None]) -> tuple[str | None, str | None, str]:
+    env = {**os.environ}
+    for k, v in env_changes.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    run = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                         timeout=600, cwd=ROOT, env=env)
+    assert run.returncode == 0, run.stderr
+    path, why = (eval(line) for line in run.stdout.strip().splitlines()[-2:])
+    return path, why, run.stderr
+
+
+@pytest.mark.skipif(not native.enabled(), reason="DALI_PIPES_NATIVE is off")
+def test_builds_once_into_the_cache_then_loads(tmp_path):
+    path, why, err = _probe({"DALI_PIPES_CACHE": str(tmp_path)})
+    assert why is None and path and Path(path).is_file(), err
+    assert Path(path).is_relative_to(tmp_path) and "building native operator" in err
+    again, _, err2 = _probe({"DALI_PIPES_CACHE": str(tmp_path)})
+    assert again == path and "building" not in err2  # the cached file, no second build
+    assert [p.name for p in Path(path).parent.iterdir()] == ["libpolicy_op.so"]  # no temp
+
+
+def test_turned_off_falls_back_and_says_so(tmp_path):
+    path, why, _ = _probe({"DALI_PIPES_NATIVE": "0", "DALI_PIPES_CACHE": str(tmp_path)})
+    assert path is None and why == "DALI_PIPES_NATIVE is off"
+    assert not any(tmp_path.iterdir())
+
+
+def test_without_a_compiler_falls_back_and_names_it(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    path, why, err = _probe({"DALI_PIPES_NATIVE": "1", "DALI_PIPES_CACHE": str(tmp_path / "c"),
+                             "CXX": None, "PATH": str(empty)})
+    assert path is None and "no C++ compiler" in why
+    assert "using DALI's own operators instead" in err
+
+
+def test_a_missing_source_is_an_error_naming_it():
+    with pytest.raises(RuntimeError, match="no source .*nope.cc"):
+        native._build("nope")
+
+
+def _const(batch: list):
+    return lambda: batch
+
+
+def _policy_pipe(images, matrices, params, fused):
+    n = len(images)
+    pipe = Pipeline(batch_size=n, num_threads=1, device_id=None, prefetch_queue_depth=1)
+    with pipe:
+        x, m, p = (fn.external_source(source=_const(a), layout=lay)
+                   for a, lay in zip((images, matrices, params), ("HWC", None, None),
+                                     strict=True))
+        pipe.set_outputs(apply_policy(x, m, p, device="cpu", slots=1, fused=fused,
+                                      recipe=image_recipe(auto_augment="randaugment")))
+    pipe.build()
+    return pipe
+
+
+def _inputs(n=2, op="Rotate"):
+    ops, mags = np.full((n, 1), OP[op]), np.full((n, 1), 10.0)
+    images = [np.full((8, 10, 3), 100, np.uint8) for _ in range(n)]
+    return images, list(affine_matrices(ops, mags, 8, 10)), list(photo_params(ops, mags))
+
+
+@pytest.mark.parametrize("fused", [True])
+def test_the_operator_rejects_a_bad_operation_index(fused, native_ops):
+    images, matrices, params = _inputs()
+    params[1] = params[1].copy()
+    params[1][0, 9] = 99.0
+    with pytest.raises(RuntimeError, match="sample 1 slot 0: operation index 99"):
+        _policy_pipe(images, matrices, params, fused).run()
+
+
+@pytest.mark.parametrize("fused", [True])
+def test_the_operator_rejects_mismatched_params(fused, native_ops):
+    images, matrices, params = _inputs()
+    params[0] = np.zeros((1, 7), np.float32)
+    with pytest.raises(RuntimeError, match=r"sample 0 needs \(slots, 2, 3\) matrices"):
+        _policy_pipe(images, matrices, params, fused).run()
+
+
+@pytest.mark.parametrize("fused", [True])
+def test_the_operator_rejects_a_float_image(fused, native_ops):
+    images, matrices, params = _inputs()
+    images = [im.astype(np.float32) for im in images]
+    with pytest.raises(RuntimeError, match="input 0 \\(images\\) must be uint8"):
+        _policy_pipe(images, matrices, params, fused).run()
+
+
+def test_requiring_the_fused_operator_when_off_says_why(monkeypatch):
+    monkeypatch.setattr(native, "_loaded", {"policy_op": None})
+    monkeypatch.setattr(native, "_reasons", {"policy_op": "DALI_PIPES_NATIVE is off"})
+    images, matrices, params = _inputs()
+    with pytest.raises(RuntimeError, match="fused policy operator is unavailable: DALI_PIP"):
+        _policy_pipe(images, matrices, params, True)
+    out = _policy_pipe(images, matrices, params, None).run()[0]  # falls back: composed
+    assert np.asarray(out[0]).shape == (8, 10, 3)
