@@ -39,7 +39,8 @@ def native_ops(request) -> None:
         return
     if not native.enabled():
         pytest.skip("DALI_PIPES_NATIVE is off")
-    assert native.library("policy_op"), native.why_not("policy_op")
+    for name in ("policy_op", "resize_op"):
+        assert native.library(name), native.why_not(name)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -81,7 +81,7 @@ def pipeline_count(config: PipelineConfig, modality, device: str) -> int:
         return 1
     from dali_pipes.pipelines.policies import native_policy
 
-    return 1 if native_policy() else 2
+    return 1 if config.native_ops and native_policy() else 2
 
 
 def ring_member_config(config: PipelineConfig, count: int) -> PipelineConfig:

@@ -68,14 +68,15 @@ def _cuda_include() -> str | None:
 
 
 def _cpu_flags() -> tuple[str, ...]:
-    """-mfma where the CPU has it: the operators use fused multiply-adds where torch's
-    vectorised kernels do, and without it each is a library call."""
+    """-mfma and -mavx2 where the CPU has them: the operators use fused multiply-adds where
+    torch's vectorised kernels do (without it each is a library call), and the resize's
+    row passes vectorise 8 floats wide."""
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line for line in f if line.startswith("flags")), "").split()
     except OSError:
         return ()
-    return ("-mfma",) if "fma" in flags else ()
+    return tuple(f"-m{f}" for f in ("fma", "avx2") if f in flags)
 
 
 def _command(src: Path, out: Path, cxx: str, cuda_inc: str) -> list[str]:

@@ -37,6 +37,8 @@ class PipelineConfig:
     # scale in the feed (torch_bridge/modalities/image_scaled.py).
     scaled_jpeg_decode: bool = True
     antialias: bool = True
+    # dali_pipes' fused CPU operators (dali_pipes/native) where they can be built
+    native_ops: bool = True
     jpeg_fancy_upsampling: bool = False
     hw_decoder_load: float = 0.65
     device_memory_padding: int = 16 * 1024 * 1024

@@ -32,6 +32,7 @@ from dali_pipes.pipelines.image_decode import decode_inputs, decode_window
 from dali_pipes.pipelines.inputs import external_inputs
 from dali_pipes.pipelines.photometric import photometric
 from dali_pipes.pipelines.policies import apply_policy
+from dali_pipes.pipelines.resize import resize
 from dali_pipes.policies import num_slots
 from dali_pipes.recipes import ImageRecipe
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD  # noqa: F401  (bench imports them here)
@@ -50,8 +51,6 @@ def new_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, config: Pipe
                     exec_dynamic=True)
 
 
-_INTERP = {"bilinear": types.INTERP_LINEAR, "bicubic": types.INTERP_CUBIC,
-           "lanczos": types.INTERP_LANCZOS3, "nearest": types.INTERP_NN}
 _DTYPE = {"float32": types.FLOAT, "float16": types.FLOAT16, "bfloat16": types.FLOAT,
           "uint8": types.UINT8}
 
@@ -85,9 +84,8 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
         extra = dict(zip(schema.names(declared[4:]), rest, strict=False))
         images = _decode_window(jpegs, anchor, shape, device, config, decode,
                                 extra.get("alpha"))
-        images = fn.resize(images, device=device, size=extra.get("out_size", list(recipe.size)),
-                           antialias=config.antialias,
-                           interp_type=_INTERP[recipe.interpolation])
+        images = resize(images, extra.get("out_size", recipe.size), device=device,
+                        config=config, interpolation=recipe.interpolation)
         if "vflip" in extra:  # DALI's stub types resize's one output as DataNode | Sequence | None
             images = fn.flip(images, device=device, horizontal=0,  # type: ignore[arg-type]
                              vertical=extra["vflip"])
@@ -95,7 +93,8 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
             images = fn.flip(images, device=device, horizontal=mirror, vertical=0)
             mirror = 0
             images = apply_policy(images, extra["policy_matrix"], extra["policy_params"],
-                                  device=device, recipe=recipe, slots=num_slots(recipe))
+                                  device=device, recipe=recipe, slots=num_slots(recipe),
+                                  fused=None if config.native_ops else False)
         if recipe.photometric:
             images = photometric(images, extra.get("jitter"), extra.get("blur_sigma"),
                                  device=device, recipe=recipe)

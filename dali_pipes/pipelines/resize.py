@@ -1,0 +1,43 @@
+"""The image graph's resize: on DALI's CPU backend the fused operator `DpResize`
+(`dali_pipes/native/resize_op.cc`: antialiased separable bilinear / bicubic, PIL's and
+torchvision's scheme) where it is available and the config allows it, else `fn.resize`.
+Imports DALI, never torch.
+"""
+from __future__ import annotations
+
+import numpy as np
+import nvidia.dali.fn as fn
+import nvidia.dali.types as types
+from nvidia.dali.data_node import DataNode
+
+from dali_pipes import native
+from dali_pipes.pipelines.config import PipelineConfig
+
+INTERP = {"bilinear": types.INTERP_LINEAR, "bicubic": types.INTERP_CUBIC,
+          "lanczos": types.INTERP_LANCZOS3, "nearest": types.INTERP_NN}
+_FILTER = {"bilinear": 0, "bicubic": 1}  # DpResize's filters
+
+
+def native_resize() -> bool:
+    """Whether the fused resize operator is built and loaded (`dali_pipes.native`)."""
+    return native.library("resize_op") is not None
+
+
+def fused_resize_applies(device: str, config: PipelineConfig, interpolation: str) -> bool:
+    """Whether `resize` runs the fused operator for these settings."""
+    return (device == "cpu" and config.native_ops and config.antialias
+            and interpolation in _FILTER and native_resize())
+
+
+def resize(images, size, *, device: str, config: PipelineConfig, interpolation: str):
+    """`images` (uint8 HWC) resized to `size`: an (H, W) pair or a per-sample float32 (2,)
+    DataNode (a resolution schedule's "out_size")."""
+    if fused_resize_applies(device, config, interpolation):
+        sizes = size if isinstance(size, DataNode) else types.Constant(
+            np.asarray(size, np.int32), device="cpu")
+        # a plugin operator: fn gains it when the library loads, the stub cannot list it
+        return fn.dp_resize(images, sizes,  # type: ignore[attr-defined]
+                            filter=_FILTER[interpolation])
+    return fn.resize(images, device=device, size=size if isinstance(size, DataNode)
+                     else list(size), antialias=config.antialias,
+                     interp_type=INTERP[interpolation])
