@@ -86,9 +86,8 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
                                 extra.get("alpha"))
         images = resize(images, extra.get("out_size", recipe.size), device=device,
                         config=config, interpolation=recipe.interpolation)
-        if "vflip" in extra:  # DALI's stub types resize's one output as DataNode | Sequence | None
-            images = fn.flip(images, device=device, horizontal=0,  # type: ignore[arg-type]
-                             vertical=extra["vflip"])
+        if "vflip" in extra:
+            images = fn.flip(images, device=device, horizontal=0, vertical=extra["vflip"])
         if recipe.auto_augment:  # flip first: the policy's geometry does not commute with it
             images = fn.flip(images, device=device, horizontal=mirror, vertical=0)
             mirror = 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import nvidia.dali.fn as fn
-import nvidia.dali.types as types
 import pytest
 import torch
 from nvidia.dali import Pipeline
@@ -22,7 +21,10 @@ def _const(batch):
     return lambda: batch
 
 
-def _run(images, size, interpolation="bicubic", config=PipelineConfig(), sizes=None):
+DEFAULT = PipelineConfig()
+
+
+def _run(images, size, interpolation="bicubic", config=DEFAULT, sizes=None):
     pipe = Pipeline(batch_size=len(images), num_threads=2, device_id=None,
                     prefetch_queue_depth=1)
     with pipe:
