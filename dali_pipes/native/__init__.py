@@ -52,18 +52,17 @@ def _compiler() -> str | None:
     return None
 
 
+_CUDA_HEADERS = ("cuda_runtime_api.h", "crt/host_config.h", "nv/target")
+
+
 def _cuda_include() -> str | None:
-    """A folder holding cuda_runtime_api.h: CUDA_HOME, /usr/local/cuda or a pip CUDA runtime."""
-    cands = [os.path.join(p, "include") for p in (os.environ.get("CUDA_HOME"),
-                                                  os.environ.get("CUDA_PATH"),
-                                                  "/usr/local/cuda") if p]
-    for site in sys.path:
-        nv = Path(site) / "nvidia"
-        if nv.is_dir():
-            cands += [str(p.parent) for p in nv.glob("*/include/cuda_runtime_api.h")]
-    for c in cands:
-        if os.path.isfile(os.path.join(c, "cuda_runtime_api.h")):
-            return c
+    """A CUDA toolkit's include folder (CUDA_HOME, CUDA_PATH or /usr/local/cuda) with the
+    headers DALI's include: the runtime's, crt/ and nv/ (a pip CUDA runtime alone lacks
+    the last two)."""
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        inc = os.path.join(root, "include") if root else ""
+        if inc and all(os.path.isfile(os.path.join(inc, h)) for h in _CUDA_HEADERS):
+            return inc
     return None
 
 
@@ -105,7 +104,8 @@ def _build(name: str) -> str:
         raise RuntimeError("no C++ compiler (set CXX, or install g++)")
     cuda_inc = _cuda_include()
     if cuda_inc is None:
-        raise RuntimeError("no CUDA headers (cuda_runtime_api.h; set CUDA_HOME)")
+        raise RuntimeError("no CUDA toolkit headers (cuda_runtime_api.h, crt/, nv/ under "
+                           "CUDA_HOME/include or /usr/local/cuda/include)")
     probe = _command(src, Path("OUT"), cxx, cuda_inc)
     folder = cache_dir() / _key(src, probe)
     lib = folder / f"lib{name}.so"
