@@ -4,9 +4,11 @@
 // widened by the downscale factor; the horizontal pass first, rounded to uint8, then the
 // vertical pass. Filters: 0 triangle (bilinear), 1 Keys cubic with a = -0.5 (bicubic).
 //
-// Inputs (per sample): 0 the uint8 HWC image (any channel count); 1 int32 or float32 (2,)
-// output height, width (floats rounded to the nearest integer). Output: uint8 (height,
-// width, channels).
+// Inputs (per sample): 0 the uint8 HWC image or FHWC frames (any channel count); 1 int32
+// or float32 (2,) output height, width (floats rounded to the nearest integer); optionally
+// 2, 3 float32 (2,) roi_start, roi_end: the (y, x) corners of the region to resize, in
+// input pixels with sub-pixel edges (fn.resize's roi_relative=False). Output: uint8, the
+// same layout at the output height and width.
 //
 // Both passes run as a pass over rows (out row = weighted sum of input rows, one
 // contiguous multiply-add per tap over the whole row, which the compiler vectorises); the
@@ -43,8 +45,10 @@ struct Taps {
   std::vector<float> weights;  // [out * ksize + k]
 };
 
-void MakeTaps(int in, int out, int filter, Taps &t) {
-  double scale = double(in) / out;
+// Taps of `out` pixels over the input span [lo_edge, hi_edge) (a region of interest with
+// sub-pixel edges; the whole axis is [0, in)), clipped to the input's pixels.
+void MakeTaps(int in, int out, int filter, double lo_edge, double hi_edge, Taps &t) {
+  double scale = (hi_edge - lo_edge) / out;
   double fscale = std::max(scale, 1.0);  // antialiasing: widen the filter when shrinking
   double support = FilterSupport(filter) * fscale;
   t.ksize = int(std::ceil(support)) * 2 + 1;
@@ -53,7 +57,7 @@ void MakeTaps(int in, int out, int filter, Taps &t) {
   t.weights.assign(size_t(out) * t.ksize, 0.f);
   std::vector<double> w(t.ksize);
   for (int i = 0; i < out; i++) {
-    double center = (i + 0.5) * scale;
+    double center = lo_edge + (i + 0.5) * scale;
     int lo = std::max(int(center - support + 0.5), 0);
     int hi = std::min(int(center + support + 0.5), in);
     int n = std::min(hi - lo, t.ksize);
@@ -113,15 +117,16 @@ void ResampleRows(const uint8_t *in, int64_t rowlen, uint8_t *out, int out_rows,
   }
 }
 
-// (h, w, c) -> (w, h, c), in tiles that stay in cache.
-void Transpose(const uint8_t *in, int h, int w, int c, uint8_t *out) {
+// (h, w, c) with rows `stride` bytes apart -> (w, h, c) contiguous, in tiles that stay in
+// cache.
+void Transpose(const uint8_t *in, int h, int w, int c, int64_t stride, uint8_t *out) {
   const int tile = 32;
   for (int y0 = 0; y0 < h; y0 += tile) {
     int y1 = std::min(h, y0 + tile);
     for (int x0 = 0; x0 < w; x0 += tile) {
       int x1 = std::min(w, x0 + tile);
       for (int y = y0; y < y1; y++) {
-        const uint8_t *src = in + (int64_t(y) * w + x0) * c;
+        const uint8_t *src = in + int64_t(y) * stride + int64_t(x0) * c;
         if (c == 3) {
           for (int x = x0; x < x1; x++, src += 3) {
             uint8_t *d = out + (int64_t(x) * h + y) * 3;
@@ -139,34 +144,75 @@ void Transpose(const uint8_t *in, int h, int w, int c, uint8_t *out) {
 struct Scratch {
   std::vector<uint8_t> a, b;
   std::vector<float> acc;
-  Taps taps;
+  Taps across, down;  // horizontal, vertical
 };
 
-void Resize(const uint8_t *in, int h, int w, int c, uint8_t *out, int oh, int ow,
-            int filter) {
-  thread_local Scratch s;
-  if (ow == w && oh == h) {
+// The input window one sample needs: output size, region of interest (y0, x0, y1, x1).
+struct Plan {
+  int oh, ow;
+  double y0, x0, y1, x1;
+};
+
+bool Identity(int in, int out, double lo, double hi) { return in == out && lo == 0 && hi == in; }
+
+// One frame (h, w, c) -> (oh, ow, c), taps made for this sample. The horizontal pass runs
+// only over the rows the vertical taps read and the columns its own taps read.
+void ResizeFrame(const uint8_t *in, int h, int w, int c, uint8_t *out, const Plan &p,
+                 Scratch &s, bool across, bool down) {
+  if (!across && !down) {
     std::memcpy(out, in, size_t(h) * w * c);
     return;
   }
-  const uint8_t *src = in;
-  if (ow != w) {  // horizontal pass, on the transposed image: (w, h, c) -> (ow, h, c)
-    s.a.resize(size_t(h) * w * c);
-    Transpose(in, h, w, c, s.a.data());
-    MakeTaps(w, ow, filter, s.taps);
-    s.b.resize(size_t(ow) * h * c);
-    ResampleRows(s.a.data(), int64_t(h) * c, s.b.data(), ow, s.taps, s.acc);
-    if (oh == h) {
-      Transpose(s.b.data(), ow, h, c, out);
+  int r0 = 0, r1 = h;
+  if (down) {
+    r0 = s.down.first[0];
+    r1 = s.down.first[p.oh - 1] + s.down.count[p.oh - 1];
+    for (int i = 0; i < p.oh; i++) {  // taps need not be monotonic at clipped edges
+      r0 = std::min(r0, s.down.first[i]);
+      r1 = std::max(r1, s.down.first[i] + s.down.count[i]);
+    }
+  }
+  const uint8_t *band = in + int64_t(r0) * w * c;  // rows r0 .. r1 of the input
+  int rows = r1 - r0;
+  int64_t band_row = int64_t(w) * c;
+  if (across) {
+    int c0 = w, c1 = 0;
+    for (int i = 0; i < p.ow; i++) {
+      c0 = std::min(c0, s.across.first[i]);
+      c1 = std::max(c1, s.across.first[i] + s.across.count[i]);
+    }
+    int cols = c1 - c0;
+    // (rows, cols) block, transposed: (cols, rows, c)
+    s.a.resize(size_t(cols) * rows * c);
+    Transpose(band + int64_t(c0) * c, rows, cols, c, band_row, s.a.data());
+    Taps shifted = s.across;
+    for (int &f : shifted.first) f -= c0;
+    s.b.resize(size_t(p.ow) * rows * c);
+    ResampleRows(s.a.data(), int64_t(rows) * c, s.b.data(), p.ow, shifted, s.acc);
+    if (!down) {
+      Transpose(s.b.data(), p.ow, rows, c, int64_t(rows) * c, out);
       return;
     }
-    s.a.resize(size_t(h) * ow * c);
-    Transpose(s.b.data(), ow, h, c, s.a.data());
-    src = s.a.data();
+    s.a.resize(size_t(rows) * p.ow * c);
+    Transpose(s.b.data(), p.ow, rows, c, int64_t(rows) * c, s.a.data());
+    band = s.a.data();
+    band_row = int64_t(p.ow) * c;
   }
-  // vertical pass: (h, ow, c) -> (oh, ow, c)
-  MakeTaps(h, oh, filter, s.taps);
-  ResampleRows(src, int64_t(ow) * c, out, oh, s.taps, s.acc);
+  Taps shifted = s.down;
+  for (int &f : shifted.first) f -= r0;
+  ResampleRows(band, band_row, out, p.oh, shifted, s.acc);
+}
+
+// A sample: a frame (HWC) or frames (FHWC), all with the same taps.
+void ResizeSample(const uint8_t *in, int frames, int h, int w, int c, uint8_t *out,
+                  const Plan &p, int filter) {
+  thread_local Scratch s;
+  bool across = !Identity(w, p.ow, p.x0, p.x1), down = !Identity(h, p.oh, p.y0, p.y1);
+  if (across) MakeTaps(w, p.ow, filter, p.x0, p.x1, s.across);
+  if (down) MakeTaps(h, p.oh, filter, p.y0, p.y1, s.down);
+  for (int f = 0; f < frames; f++)
+    ResizeFrame(in + int64_t(f) * h * w * c, h, w, c, out + int64_t(f) * p.oh * p.ow * c, p,
+                s, across, down);
 }
 
 }  // namespace
@@ -185,27 +231,31 @@ class DpResize : public ::dali::Operator<::dali::CPUBackend> {
                  const ::dali::Workspace &ws) override {
     const auto &images = ws.Input<::dali::CPUBackend>(0);
     const auto &sizes = ws.Input<::dali::CPUBackend>(1);
-    DALI_ENFORCE(images.type() == DALI_UINT8, "DpResize: input 0 (images) must be uint8 HWC");
+    DALI_ENFORCE(images.type() == DALI_UINT8,
+                 "DpResize: input 0 (images) must be uint8 HWC or FHWC");
     DALI_ENFORCE(sizes.type() == DALI_INT32 || sizes.type() == DALI_FLOAT,
                  "DpResize: input 1 (sizes) must be int32 or float32");
+    DALI_ENFORCE(ws.NumInput() == 2 || ws.NumInput() == 4,
+                 "DpResize: inputs are images, sizes and optionally roi_start, roi_end");
     int n = images.num_samples();
-    DALI_ENFORCE(sizes.num_samples() == n,
-                 "DpResize: images and sizes must have the same number of samples");
-    ::dali::TensorListShape<3> out_shape(n);
+    for (int i = 1; i < ws.NumInput(); i++)
+      DALI_ENFORCE(ws.Input<::dali::CPUBackend>(i).num_samples() == n,
+                   "DpResize: every input must have the batch's number of samples");
+    int ndim = images.shape().sample_dim();
+    DALI_ENFORCE(ndim == 3 || ndim == 4,
+                 ::dali::make_string("DpResize: images must be HWC or FHWC, got ", ndim,
+                                     " dimensions"));
+    ::dali::TensorListShape<> out_shape(n, ndim);
     for (int s = 0; s < n; s++) {
       auto sh = images.shape().tensor_shape_span(s);
-      DALI_ENFORCE(sh.size() == 3 && sh[0] >= 1 && sh[1] >= 1 && sh[2] >= 1,
-                   ::dali::make_string("DpResize: sample ", s, " must be a non-empty HWC "
-                                       "image, got shape ", images.shape()[s]));
-      DALI_ENFORCE(sizes.shape().tensor_size(s) == 2,
-                   ::dali::make_string("DpResize: sample ", s, " needs a (2,) size, got ",
-                                       sizes.shape()[s]));
-      int hw[2];
-      OutSize(sizes, s, hw);
-      DALI_ENFORCE(hw[0] >= 1 && hw[1] >= 1 && hw[0] <= 65536 && hw[1] <= 65536,
-                   ::dali::make_string("DpResize: sample ", s, " output size ", hw[0], "x",
-                                       hw[1], " is outside 1..65536"));
-      out_shape.set_tensor_shape(s, ::dali::TensorShape<3>(hw[0], hw[1], sh[2]));
+      for (int d = 0; d < ndim; d++)
+        DALI_ENFORCE(sh[d] >= 1, ::dali::make_string("DpResize: sample ", s, " is empty: ",
+                                                     images.shape()[s]));
+      Plan p = MakePlan(ws, s, sh[ndim - 3], sh[ndim - 2]);
+      auto out = images.shape()[s];
+      out[ndim - 3] = p.oh;
+      out[ndim - 2] = p.ow;
+      out_shape.set_tensor_shape(s, out);
     }
     output_desc.resize(1);
     output_desc[0].type = DALI_UINT8;
@@ -215,28 +265,31 @@ class DpResize : public ::dali::Operator<::dali::CPUBackend> {
 
   void RunImpl(::dali::Workspace &ws) override {
     const auto &images = ws.Input<::dali::CPUBackend>(0);
-    const auto &sizes = ws.Input<::dali::CPUBackend>(1);
     auto &output = ws.Output<::dali::CPUBackend>(0);
     output.SetLayout(images.GetLayout());
     auto &tp = ws.GetThreadPool();
+    int ndim = images.shape().sample_dim();
     for (int s = 0; s < images.num_samples(); s++) {
       auto sh = images.shape().tensor_shape_span(s);
-      int hw[2];
-      OutSize(sizes, s, hw);
-      int64_t cost = int64_t(sh[0]) * sh[1] * sh[2] + int64_t(hw[0]) * hw[1] * sh[2];
-      tp.AddWork([&, s](int) {
-        auto shape = images.shape().tensor_shape_span(s);
-        int size[2];
-        OutSize(sizes, s, size);
-        Resize(images.tensor<uint8_t>(s), shape[0], shape[1], shape[2],
-               output.mutable_tensor<uint8_t>(s), size[0], size[1], filter_);
+      int frames = ndim == 4 ? sh[0] : 1, h = sh[ndim - 3], w = sh[ndim - 2], c = sh[ndim - 1];
+      Plan p = MakePlan(ws, s, h, w);
+      int64_t cost = int64_t(frames) * (int64_t(h) * w + int64_t(p.oh) * p.ow) * c;
+      tp.AddWork([&, s, p, frames, h, w, c](int) {
+        ResizeSample(images.tensor<uint8_t>(s), frames, h, w, c,
+                     output.mutable_tensor<uint8_t>(s), p, filter_);
       }, cost);
     }
     tp.RunAll();
   }
 
  private:
-  static void OutSize(const ::dali::TensorList<::dali::CPUBackend> &sizes, int s, int *hw) {
+  // Output size and region of interest of sample s, validated (errors name the sample).
+  static Plan MakePlan(const ::dali::Workspace &ws, int s, int h, int w) {
+    const auto &sizes = ws.Input<::dali::CPUBackend>(1);
+    DALI_ENFORCE(sizes.shape().tensor_size(s) == 2,
+                 ::dali::make_string("DpResize: sample ", s, " needs a (2,) size, got ",
+                                     sizes.shape()[s]));
+    int hw[2];
     for (int k = 0; k < 2; k++) {
       if (sizes.type() == DALI_INT32) {
         hw[k] = sizes.tensor<int>(s)[k];
@@ -245,6 +298,26 @@ class DpResize : public ::dali::Operator<::dali::CPUBackend> {
         hw[k] = std::isfinite(v) && std::fabs(v) < 1e6f ? int(std::lround(v)) : -1;
       }
     }
+    DALI_ENFORCE(hw[0] >= 1 && hw[1] >= 1 && hw[0] <= 65536 && hw[1] <= 65536,
+                 ::dali::make_string("DpResize: sample ", s, " output size ", hw[0], "x",
+                                     hw[1], " is outside 1..65536"));
+    Plan p{hw[0], hw[1], 0.0, 0.0, double(h), double(w)};
+    if (ws.NumInput() == 4) {
+      const auto &lo = ws.Input<::dali::CPUBackend>(2), &hi = ws.Input<::dali::CPUBackend>(3);
+      DALI_ENFORCE(lo.type() == DALI_FLOAT && hi.type() == DALI_FLOAT &&
+                   lo.shape().tensor_size(s) == 2 && hi.shape().tensor_size(s) == 2,
+                   ::dali::make_string("DpResize: sample ", s, " needs float32 (2,) roi_start "
+                                       "and roi_end"));
+      const float *a = lo.tensor<float>(s), *b = hi.tensor<float>(s);
+      p.y0 = a[0], p.x0 = a[1], p.y1 = b[0], p.x1 = b[1];
+      DALI_ENFORCE(std::isfinite(p.y0) && std::isfinite(p.x0) && std::isfinite(p.y1) &&
+                   std::isfinite(p.x1) && p.y1 > p.y0 && p.x1 > p.x0 && p.y1 > 0 &&
+                   p.x1 > 0 && p.y0 < h && p.x0 < w,
+                   ::dali::make_string("DpResize: sample ", s, " region of interest (", p.y0,
+                                       ", ", p.x0, ") - (", p.y1, ", ", p.x1, ") is empty or "
+                                       "outside its ", h, "x", w, " image"));
+    }
+    return p;
   }
 
   int filter_;
@@ -255,7 +328,8 @@ class DpResize : public ::dali::Operator<::dali::CPUBackend> {
 DALI_REGISTER_OPERATOR(DpResize, ::dali_pipes::DpResize, ::dali::CPU);
 
 DALI_SCHEMA(DpResize)
-    .DocStr("dali_pipes: antialiased separable resize of uint8 HWC images (PIL's scheme)")
-    .NumInput(2)
+    .DocStr("dali_pipes: antialiased separable resize of uint8 HWC / FHWC images (PIL's "
+            "scheme), optionally of a region of interest with sub-pixel edges")
+    .NumInput(2, 4)
     .NumOutput(1)
     .AddOptionalArg("filter", "0: triangle (bilinear), 1: cubic a = -0.5 (bicubic)", 0);

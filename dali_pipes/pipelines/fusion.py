@@ -25,11 +25,11 @@ def build_fusion_pipeline(*, device: str, batch_size: int, config: PipelineConfi
     video.check_size(size, crop)
     return define_pipeline(_graph, device=device, batch_size=batch_size, config=config,
                            device_id=device_id, size=size, variable=bool(variable),
-                           crop=bool(crop))
+                           crop=bool(crop), native_ops=config.native_ops)
 
 
-def _graph(device: str, size, variable: bool, crop: bool):
-    frames, timestamps = video.video_graph(device, size, crop)
+def _graph(device: str, size, variable: bool, crop: bool, native_ops: bool):
+    frames, timestamps = video.video_graph(device, size, crop, native_ops)
     imu, valid = external_inputs(schema.IMU_INPUTS)
     if not variable:
         return frames, timestamps, imu, valid

@@ -14,12 +14,12 @@ from __future__ import annotations
 import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 from nvidia.dali import Pipeline
-from nvidia.dali.data_node import DataNode
 
 from dali_pipes import schema
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import new_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
+from dali_pipes.pipelines.resize import resize
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
 INPUTS = schema.names(schema.SCALED_IMAGE_INPUTS)
@@ -40,10 +40,8 @@ def build_scaled_image_pipeline(*, batch_size: int, size: int, config: PipelineC
     pipe = new_pipeline(device="cpu", batch_size=batch_size, config=config)
     with pipe:
         pixels, start, end, mirror = external_inputs(schema.SCALED_IMAGE_INPUTS)
-        resized = fn.resize(pixels, size=[size, size], roi_start=start, roi_end=end,
-                            roi_relative=False, antialias=config.antialias,
-                            interp_type=types.INTERP_LINEAR)
-        assert isinstance(resized, DataNode)  # one input, one output
+        resized = resize(pixels, (size, size), device="cpu", config=config,
+                         interpolation="bilinear", roi=(start, end))
         images = fn.crop_mirror_normalize(
             resized, mirror=mirror, dtype=types.FLOAT, output_layout="CHW",
             mean=[m * 255 for m in IMAGENET_MEAN], std=[s * 255 for s in IMAGENET_STD])

@@ -29,15 +29,28 @@ def fused_resize_applies(device: str, config: PipelineConfig, interpolation: str
             and interpolation in _FILTER and native_resize())
 
 
-def resize(images, size, *, device: str, config: PipelineConfig, interpolation: str):
-    """`images` (uint8 HWC) resized to `size`: an (H, W) pair or a per-sample float32 (2,)
-    DataNode (a resolution schedule's "out_size")."""
+def resize(images, size, *, device: str, config: PipelineConfig, interpolation: str,
+           roi=None):
+    """`images` (uint8 HWC, or FHWC frames) resized to `size`.
+
+    Args:
+        images: uint8 DataNode.
+        size: an (H, W) pair or a per-sample float32 (2,) DataNode (a resolution
+            schedule's "out_size").
+        device, config, interpolation: where, the decode preset (antialias, native_ops)
+            and the filter name.
+        roi: None, or (roi_start, roi_end) float32 (2,) DataNodes: the (y, x) corners of the
+            region to resize in input pixels, sub-pixel edges allowed (fn.resize's
+            roi_relative=False).
+    """
     if fused_resize_applies(device, config, interpolation):
         sizes = size if isinstance(size, DataNode) else types.Constant(
             np.asarray(size, np.int32), device="cpu")
         # a plugin operator: fn gains it when the library loads, the stub cannot list it
-        return fn.dp_resize(images, sizes,  # type: ignore[attr-defined]
+        return fn.dp_resize(images, sizes, *(roi or ()),  # type: ignore[attr-defined]
                             filter=_FILTER[interpolation])
+    region = {} if roi is None else {"roi_start": roi[0], "roi_end": roi[1],
+                                     "roi_relative": False}
     return fn.resize(images, device=device, size=size if isinstance(size, DataNode)
                      else list(size), antialias=config.antialias,
-                     interp_type=INTERP[interpolation])
+                     interp_type=INTERP[interpolation], **region)

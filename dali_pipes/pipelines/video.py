@@ -50,6 +50,7 @@ from dali_pipes import schema
 from dali_pipes.formats.video import CPU_DECODABLE_CODECS
 from dali_pipes.pipelines.config import PipelineConfig, affine_threads, define_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
+from dali_pipes.pipelines.resize import resize
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
 # Codecs the "mixed" (NVDEC) video decoder takes by name; the loaders route each file by
@@ -76,11 +77,11 @@ def build_video_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
     check_size(size, crop)
     return define_pipeline(_graph, device=device, batch_size=batch_size, config=config,
                            device_id=device_id, size=size, variable=bool(variable),
-                           crop=bool(crop))
+                           crop=bool(crop), native_ops=config.native_ops)
 
 
-def _graph(device: str, size, variable: bool, crop: bool):
-    frames, timestamps = video_graph(device, size, crop)
+def _graph(device: str, size, variable: bool, crop: bool, native_ops: bool):
+    frames, timestamps = video_graph(device, size, crop, native_ops)
     if not variable:
         return frames, timestamps
     padded = pad_time(frames), pad_time(timestamps, float64=True)
@@ -94,15 +95,16 @@ def check_size(size, crop: bool = False) -> None:
         raise ValueError("crop=True resizes a window to size: size must not be None")
 
 
-def crop_inputs(crop: bool) -> dict[str, Any]:
-    """fn.resize's roi arguments from the crop window inputs (none without `crop`)."""
+def crop_inputs(crop: bool):
+    """The resize's region of interest, (roi_start, roi_end) from the crop window inputs, or
+    None without `crop`."""
     if not crop:
-        return {}
+        return None
     start, end = external_inputs(schema.CLIP_CROP_INPUTS)
-    return {"roi_start": start, "roi_end": end, "roi_relative": False}
+    return start, end
 
 
-def video_graph(device: str, size, crop: bool = False):
+def video_graph(device: str, size, crop: bool = False, native_ops: bool = True):
     video, decoded, use_dali, start, length, stride, mirror, timestamps = external_inputs(
         schema.VIDEO_INPUTS)
     roi = crop_inputs(crop)
@@ -112,8 +114,8 @@ def video_graph(device: str, size, crop: bool = False):
                                    start_frame=start, sequence_length=length, stride=stride,
                                    pad_mode="edge")
         if size is not None:  # "decoded" clips come resized by the feed
-            frames = fn.resize(frames, device=device, size=list(size), antialias=True,
-                               interp_type=types.INTERP_LINEAR, **roi)
+            frames = resize(frames, size, device=device, roi=roi, interpolation="bilinear",
+                            config=PipelineConfig(antialias=True, native_ops=native_ops))
     else:
         frames = decoded if device == "cpu" else decoded.gpu()
     frames = fn.crop_mirror_normalize(

@@ -35,6 +35,7 @@ import nvidia.dali.types as types
 from dali_pipes import schema
 from dali_pipes.pipelines.config import PipelineConfig, affine_threads, define_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
+from dali_pipes.pipelines.resize import resize
 from dali_pipes.pipelines.video import LENGTH_OUTPUTS, check_size, crop_inputs
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
@@ -81,8 +82,8 @@ def frames_graph(device: str, size, knobs: PipelineConfig, crop: bool = False):
     roi = crop_inputs(crop)
     image = _decode(jpegs, device, knobs)
     if size is not None:
-        image = fn.resize(image, device=device, size=list(size), antialias=knobs.antialias,
-                          interp_type=types.INTERP_LINEAR, **roi)
+        image = resize(image, size, device=device, config=knobs, interpolation="bilinear",
+                       roi=roi)
     frames = fn.crop_mirror_normalize(
         image, device=device, mirror=mirror, dtype=types.FLOAT,
         output_layout="CHW", mean=[m * 255 for m in IMAGENET_MEAN],
