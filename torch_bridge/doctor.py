@@ -65,6 +65,8 @@ class Env:
     shm_free: int | None = None
     cpu_count: int | None = os.cpu_count()
     usable_cores: int | None = None
+    # dali_pipes' native CPU operators: name -> None (built and loaded) or why not
+    native: dict[str, str | None] = field(default_factory=dict)
 
 
 def _major(version: str | int | None) -> int | None:
@@ -187,6 +189,19 @@ def check_cores(usable: int | None, total: int | None) -> Check:
     return Check("cpu cores", "ok", detail, workers)
 
 
+def check_native(native: dict[str, str | None]) -> Check:
+    if not native:
+        return Check("native operators", "info", "not probed (DALI is not importable)")
+    missing = {name: why for name, why in native.items() if why is not None}
+    if not missing:
+        return Check("native operators", "ok", f"{', '.join(native)} built and loaded")
+    reasons = "; ".join(f"{name}: {why.splitlines()[0]}" for name, why in missing.items())
+    return Check("native operators", "warn", reasons,
+                 "DALI's own (slower) CPU operators run instead: install g++ and a CUDA "
+                 "toolkit's headers (CUDA_HOME), or unset DALI_PIPES_NATIVE=0 "
+                 "(docs/native_ops.md)")
+
+
 def run_checks(env: Env, *, batch_bytes: int = DEFAULT_BATCH_BYTES,
                workers: int | None = None) -> list[Check]:
     workers = workers if workers is not None else max(1, (env.usable_cores or 1) // 2)
@@ -205,6 +220,7 @@ def run_checks(env: Env, *, batch_bytes: int = DEFAULT_BATCH_BYTES,
         check_pinned(env.pin_error, env.cuda_available),
         check_shm(env.shm_total, env.shm_free, batch_bytes * workers * PREFETCH),
         check_cores(env.usable_cores, env.cpu_count),
+        check_native(env.native),
         *gpu_checks(env.gpu, env.cuda_error if not env.cuda_available else None),
     ]
 
@@ -278,6 +294,12 @@ def _probe_dali(env: Env) -> None:
     env.dali_version = dali.__version__
     code = getattr(dali, "__cuda_version__", None)  # e.g. 12986 for 12.9.86
     env.dali_cuda = int(str(code)[:2]) if code else _dali_cuda_from_wheel()
+    try:
+        from dali_pipes import native
+        env.native = {name: (None if native.library(name) else native.why_not(name))
+                      for name in native.OPERATORS}
+    except Exception as exc:  # noqa: BLE001 - a probe records, never raises
+        env.native = {"native": _first_line(exc)}
 
 
 def _probe_cupy(env: Env) -> None:

@@ -12,7 +12,7 @@ from torch_bridge.doctor import Env, GiB
 
 BASE = {"python", "torch", "cuda", "driver", "driver vs torch", "driver vs DALI",
         "torch/DALI CUDA", "dali", "cupy", "CUDA majors", "pinned memory", "/dev/shm",
-        "cpu cores"}
+        "cpu cores", "native operators"}
 GPU_ROWS = {"mixed pipeline", "NVDEC", "hardware JPEG decoder", "MIG", "cupy libraries"}
 
 
@@ -120,6 +120,15 @@ def test_cores_and_packages():
     assert doctor.check_dali(None, None).status == "fail"
     assert doctor.check_cupy(None, None, None, None).status == "info"
     assert doctor.check_cupy("13.0", 12, 2, None).status == "ok"
+
+
+def test_native_operators_row():
+    assert doctor.check_native({}).status == "info"
+    ok = doctor.check_native({"resize_op": None, "policy_op": None})
+    assert ok.status == "ok" and "resize_op, policy_op" in ok.detail
+    off = doctor.check_native({"resize_op": None, "policy_op": "no C++ compiler (set CXX)"})
+    assert off.status == "warn" and "policy_op: no C++ compiler" in off.detail
+    assert "g++" in off.advice
 
 
 def test_any_fail_makes_exit_code_one(monkeypatch, capsys):
