@@ -92,8 +92,9 @@ def main(argv=None) -> None:
             for _ in range(args.rounds):
                 for k, pipe in pipes.items():
                     times[k].append(_cpu_ms(pipe.run, args.reps, len(images)))
-                times["torch"].append(_cpu_ms(lambda: [F.resize(
-                    t, list(size), interpolation=mode, antialias=True) for t in tensors],
+                times["torch"].append(_cpu_ms(
+                    lambda size=size, mode=mode: [F.resize(t, list(size), interpolation=mode,
+                                                           antialias=True) for t in tensors],
                     args.reps, len(images)))
             med = {k: statistics.median(v) for k, v in times.items()}
             print(f"{interpolation:13s} {size[0]:>4d}x{size[1]:<4d} {med['fused']:9.3f} "
