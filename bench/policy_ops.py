@@ -11,8 +11,12 @@ tests/torch_bridge/test_recipes_policies.py holds the bounds.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
+
+if __package__ in (None, ""):  # run as a script: the repository root, for `bench.*`
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
 from dali_pipes.policies import OP, OPS, affine_matrices, photo_params
 

@@ -9,10 +9,14 @@ mean and the 99th percentile of |dali - torch| in uint8 levels (0..255) over the
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+if __package__ in (None, ""):  # run as a script: the repository root, for `bench.*`
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
 OPERATIONS = {
     "plain (crop + resize + flip)": {},
