@@ -1,5 +1,5 @@
-"""examples/train_classifier.py trains a few steps on CPU and resumes exactly (issue 12
-item 10, smoke test)."""
+"""examples/train_classifier.py trains a few steps on CPU and resumes exactly, and runs
+under torchrun with two ranks (issue 12 item 10, smoke tests)."""
 from __future__ import annotations
 
 import importlib.util
@@ -31,3 +31,31 @@ def test_trains_and_resumes(image_folder, tmp_path, backend="dali"):
     rest = example.main(common + ["--steps", "3", "--resume"])
     assert first == full[:1]
     assert rest == pytest.approx(full[1:], rel=1e-4)
+
+
+def test_ddp_under_torchrun(image_folder, tmp_path):
+    """Two ranks under torchrun (gloo on the CPU): each trains on its own share of every
+    batch of the plan, DDP keeps one model, rank 0 checkpoints the loader at the global
+    position (2 steps of 2 ranks x 4 samples)."""
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    ckpt = tmp_path / "ddp.pt"
+    root = _PATH.parents[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+           "2", str(_PATH), str(image_folder), "--backend", "dali", "--recipe",
+           "timm-rand-m9", "--size", "32", "--batch-size", "4", "--device", "cpu",
+           "--steps", "2", "--checkpoint", str(ckpt), "--lr", "0.01"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=root, env=env)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "step 2 loss" in run.stdout
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    assert state["step"] == 2
+    loader = state["loader"]
+    assert (loader["world_size"], loader["batch_size"], loader["batches_consumed"]) == (2, 4, 2)
+    assert loader["num_batches"] == 37 // (2 * 4)  # each rank's share, drop_last
