@@ -39,7 +39,7 @@ def native_ops(request) -> None:
         return
     if not native.enabled():
         pytest.skip("DALI_PIPES_NATIVE is off")
-    for name in ("policy_op", "resize_op"):
+    for name in ("policy_op", "resize_op", "photometric_op"):
         assert native.library(name), native.why_not(name)
 
 
