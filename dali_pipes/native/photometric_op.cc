@@ -28,6 +28,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
 #include "dali/pipeline/operator/operator.h"
 
 namespace dali_pipes {
@@ -79,72 +83,164 @@ void ValueTable(const uint8_t *in, int64_t pixels, const float *jit, int adjust,
   for (int v = 0; v < 256; v++) lut[v] = TruncSatByte(std::fma(mean, rest, float(lut[v]) * f));
 }
 
+// One pixel, scalar: the reference form of each step (non-AVX2 builds, and the last
+// pixels of a block that do not fill 8 lanes).
+inline void SaturationPx(float &r, float &g, float &b, float f, float rest) {
+  float gray = std::floor(GrayLevel(r, g, b));
+  r = TruncSat(std::fma(gray, rest, r * f));
+  g = TruncSat(std::fma(gray, rest, g * f));
+  b = TruncSat(std::fma(gray, rest, b * f));
+}
+
+// torchvision's adjust_hue_image on one pixel (values 0..255 in, 0..255 out).
+inline void HuePx(float &rr, float &gg, float &bb, float shift) {
+  float r = rr * kToUnit, g = gg * kToUnit, b = bb * kToUnit;
+  // _rgb_to_hsv
+  float maxc = std::max(std::max(r, g), b);
+  float minc = std::min(std::min(r, g), b);
+  bool eqc = maxc == minc;
+  float range = maxc - minc;
+  float s = range / (eqc ? 1.f : maxc);
+  float div = eqc ? 1.f : range;
+  float rc = (maxc - r) / div, gc = (maxc - g) / div, bc = (maxc - b) / div;
+  // torchvision multiplies each candidate by its 0/1 mask and adds the three: the sum is
+  // the one candidate whose mask is set
+  float hr = bc - gc, hg = (rc + 2.f) - bc, hb = (gc + 4.f) - rc;
+  float h = (maxc == r ? hr : maxc == g ? hg : hb) * kSixth + 1.f;
+  h = h >= 1.f ? h - 1.f : h;  // fmod(h, 1): h is in [5/6, 11/6) here, h - 1 is exact
+  // the shift, then remainder(h, 1) (h + shift is in [-0.5, 1.5])
+  h = h + shift;
+  h = h < 0.f ? h + 1.f : (h >= 1.f ? h - 1.f : h);
+  // _hsv_to_rgb
+  float h6 = h * 6.f;
+  float fi = std::floor(h6);
+  float f = h6 - fi;
+  int k = int(fi);
+  k = k >= 6 ? k - 6 : k;  // i.remainder_(6): h6 is in [0, 6]
+  float v = maxc;
+  float sxf = s * f;
+  float oms = 1.f - s;
+  float q = std::min(std::max((1.f - sxf) * v, 0.f), 1.f);
+  float t = std::min(std::max((sxf + oms) * v, 0.f), 1.f);
+  float p = std::min(std::max(oms * v, 0.f), 1.f);
+  // (v, p, q, t) -> rgb: torchvision's select table [[0,2,1,1,3,0],[3,0,0,2,1,1],
+  // [1,1,3,0,0,2]] over k
+  float ro = k == 0 || k == 5 ? v : k == 1 ? q : k == 4 ? t : p;
+  float go = k == 1 || k == 2 ? v : k == 0 ? t : k == 3 ? q : p;
+  float bo = k == 3 || k == 4 ? v : k == 2 ? t : k == 5 ? q : p;
+  rr = std::trunc(ro * kToByte);
+  gg = std::trunc(go * kToByte);
+  bb = std::trunc(bo * kToByte);
+}
+
+inline void GrayscalePx(float &r, float &g, float &b) {
+  float l = std::trunc(GrayLevel(r, g, b));
+  r = l;
+  g = l;
+  b = l;
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+// The same steps on 8 pixels, operation for operation (selects for the ternaries).
+constexpr int kLanes = 8;
+using V = __m256;
+
+inline V Set(float v) { return _mm256_set1_ps(v); }
+inline V Add(V a, V b) { return _mm256_add_ps(a, b); }
+inline V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
+inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+inline V Div(V a, V b) { return _mm256_div_ps(a, b); }
+inline V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline V Eq(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+inline V Ge(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
+inline V Lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+inline V Or(V a, V b) { return _mm256_or_ps(a, b); }
+inline V Pick(V mask, V a, V b) { return _mm256_blendv_ps(b, a, mask); }  // mask ? a : b
+inline V Floor(V a) { return _mm256_floor_ps(a); }
+inline V Trunc(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+// std::max(a, b) / std::min(a, b) for numbers: (a < b) ? b : a, (b < a) ? b : a
+inline V Max(V a, V b) { return _mm256_max_ps(a, b); }
+inline V Min(V a, V b) { return _mm256_min_ps(a, b); }
+inline V Clamp(V a, float lo, float hi) { return Min(Max(a, Set(lo)), Set(hi)); }
+inline V Gray(V r, V g, V b) {
+  return Fma(b, Set(kGrayB), Fma(g, Set(kGrayG), Mul(r, Set(kGrayR))));
+}
+
+void Saturation8(float *r, float *g, float *b, float f, float rest) {
+  V vr = _mm256_load_ps(r), vg = _mm256_load_ps(g), vb = _mm256_load_ps(b);
+  V gray = Floor(Gray(vr, vg, vb)), vf = Set(f), vrest = Set(rest);
+  _mm256_store_ps(r, Trunc(Clamp(Fma(gray, vrest, Mul(vr, vf)), 0.f, 255.f)));
+  _mm256_store_ps(g, Trunc(Clamp(Fma(gray, vrest, Mul(vg, vf)), 0.f, 255.f)));
+  _mm256_store_ps(b, Trunc(Clamp(Fma(gray, vrest, Mul(vb, vf)), 0.f, 255.f)));
+}
+
+void Hue8(float *rp, float *gp, float *bp, float shift) {
+  V one = Set(1.f), zero = Set(0.f);
+  V r = Mul(_mm256_load_ps(rp), Set(kToUnit));
+  V g = Mul(_mm256_load_ps(gp), Set(kToUnit));
+  V b = Mul(_mm256_load_ps(bp), Set(kToUnit));
+  V maxc = Max(Max(r, g), b);
+  V minc = Min(Min(r, g), b);
+  V eqc = Eq(maxc, minc);
+  V range = Sub(maxc, minc);
+  V s = Div(range, Pick(eqc, one, maxc));
+  V div = Pick(eqc, one, range);
+  V rc = Div(Sub(maxc, r), div), gc = Div(Sub(maxc, g), div), bc = Div(Sub(maxc, b), div);
+  V hr = Sub(bc, gc), hg = Sub(Add(rc, Set(2.f)), bc), hb = Sub(Add(gc, Set(4.f)), rc);
+  V h = Add(Mul(Pick(Eq(maxc, r), hr, Pick(Eq(maxc, g), hg, hb)), Set(kSixth)), one);
+  h = Pick(Ge(h, one), Sub(h, one), h);
+  h = Add(h, Set(shift));
+  h = Pick(Lt(h, zero), Add(h, one), Pick(Ge(h, one), Sub(h, one), h));
+  V h6 = Mul(h, Set(6.f));
+  V fi = Floor(h6);
+  V f = Sub(h6, fi);
+  fi = Pick(Ge(fi, Set(6.f)), Sub(fi, Set(6.f)), fi);
+  V v = maxc;
+  V sxf = Mul(s, f);
+  V oms = Sub(one, s);
+  V q = Clamp(Mul(Sub(one, sxf), v), 0.f, 1.f);
+  V t = Clamp(Mul(Add(sxf, oms), v), 0.f, 1.f);
+  V p = Clamp(Mul(oms, v), 0.f, 1.f);
+  V k0 = Eq(fi, zero), k1 = Eq(fi, one), k2 = Eq(fi, Set(2.f)), k3 = Eq(fi, Set(3.f));
+  V k4 = Eq(fi, Set(4.f)), k5 = Eq(fi, Set(5.f));
+  V ro = Pick(Or(k0, k5), v, Pick(k1, q, Pick(k4, t, p)));
+  V go = Pick(Or(k1, k2), v, Pick(k0, t, Pick(k3, q, p)));
+  V bo = Pick(Or(k3, k4), v, Pick(k2, t, Pick(k5, q, p)));
+  _mm256_store_ps(rp, Trunc(Mul(ro, Set(kToByte))));
+  _mm256_store_ps(gp, Trunc(Mul(go, Set(kToByte))));
+  _mm256_store_ps(bp, Trunc(Mul(bo, Set(kToByte))));
+}
+
+void Grayscale8(float *r, float *g, float *b) {
+  V l = Trunc(Gray(_mm256_load_ps(r), _mm256_load_ps(g), _mm256_load_ps(b)));
+  _mm256_store_ps(r, l);
+  _mm256_store_ps(g, l);
+  _mm256_store_ps(b, l);
+}
+#endif
+
+// Per-thread scratch: one block of pixels, de-interleaved.
 struct Block {
   alignas(64) float r[kBlock];
   alignas(64) float g[kBlock];
   alignas(64) float b[kBlock];
 };
 
-void Saturation(Block &x, int n, float f) {
-  float rest = float(1.0 - double(f));
-  for (int i = 0; i < n; i++) {
-    float gray = std::floor(GrayLevel(x.r[i], x.g[i], x.b[i]));
-    x.r[i] = TruncSat(std::fma(gray, rest, x.r[i] * f));
-    x.g[i] = TruncSat(std::fma(gray, rest, x.g[i] * f));
-    x.b[i] = TruncSat(std::fma(gray, rest, x.b[i] * f));
+// The steps on a block's first n pixels: 8 lanes at a time, the rest one by one.
+void Steps(Block &x, int n, const float *jit, bool sat, bool hue, bool gray) {
+  float f = jit[2], rest = float(1.0 - double(jit[2])), shift = jit[3];
+  int i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  for (; i + kLanes <= n; i += kLanes) {
+    if (sat) Saturation8(x.r + i, x.g + i, x.b + i, f, rest);
+    if (hue) Hue8(x.r + i, x.g + i, x.b + i, shift);
+    if (gray) Grayscale8(x.r + i, x.g + i, x.b + i);
   }
-}
-
-// torchvision's adjust_hue_image on one block (values 0..255 in, 0..255 out).
-void Hue(Block &x, int n, float shift) {
-  for (int i = 0; i < n; i++) {
-    float r = x.r[i] * kToUnit, g = x.g[i] * kToUnit, b = x.b[i] * kToUnit;
-    // _rgb_to_hsv
-    float maxc = std::max(std::max(r, g), b);
-    float minc = std::min(std::min(r, g), b);
-    bool eqc = maxc == minc;
-    float range = maxc - minc;
-    float s = range / (eqc ? 1.f : maxc);
-    float div = eqc ? 1.f : range;
-    float rc = (maxc - r) / div, gc = (maxc - g) / div, bc = (maxc - b) / div;
-    bool neq_r = maxc != r, eq_g = maxc == g;
-    float hg = ((rc + 2.f) - bc) * float(eq_g && neq_r);
-    float hr = (bc - gc) * float(!neq_r);
-    float hb = ((gc + 4.f) - rc) * float(neq_r && !eq_g);
-    float h = ((hr + hg) + hb) * kSixth + 1.f;
-    h = h >= 1.f ? h - 1.f : h;  // fmod(h, 1): h is in [5/6, 11/6) here, h - 1 is exact
-    // the shift, then remainder(h, 1) (h + shift is in [-0.5, 1.5])
-    h = h + shift;
-    h = h < 0.f ? h + 1.f : (h >= 1.f ? h - 1.f : h);
-    // _hsv_to_rgb
-    float h6 = h * 6.f;
-    float fi = std::floor(h6);
-    float f = h6 - fi;
-    int k = int(fi);
-    k = k >= 6 ? k - 6 : k;
-    float v = maxc;
-    float sxf = s * f;
-    float oms = 1.f - s;
-    float q = std::min(std::max((1.f - sxf) * v, 0.f), 1.f);
-    float t = std::min(std::max((sxf + oms) * v, 0.f), 1.f);
-    float p = std::min(std::max(oms * v, 0.f), 1.f);
-    // (v, p, q, t) -> rgb: torchvision's select table [[0,2,1,1,3,0],[3,0,0,2,1,1],
-    // [1,1,3,0,0,2]] over k
-    float ro = k == 0 || k == 5 ? v : k == 1 ? q : k == 4 ? t : p;
-    float go = k == 1 || k == 2 ? v : k == 0 ? t : k == 3 ? q : p;
-    float bo = k == 3 || k == 4 ? v : k == 2 ? t : k == 5 ? q : p;
-    x.r[i] = std::trunc(ro * kToByte);
-    x.g[i] = std::trunc(go * kToByte);
-    x.b[i] = std::trunc(bo * kToByte);
-  }
-}
-
-void Grayscale(Block &x, int n) {
-  for (int i = 0; i < n; i++) {
-    float l = std::trunc(GrayLevel(x.r[i], x.g[i], x.b[i]));
-    x.r[i] = l;
-    x.g[i] = l;
-    x.b[i] = l;
+#endif
+  for (; i < n; i++) {
+    if (sat) SaturationPx(x.r[i], x.g[i], x.b[i], f, rest);
+    if (hue) HuePx(x.r[i], x.g[i], x.b[i], shift);
+    if (gray) GrayscalePx(x.r[i], x.g[i], x.b[i]);
   }
 }
 
@@ -169,9 +265,7 @@ void Photometric(const uint8_t *in, uint8_t *out, int64_t pixels, const float *j
       x.g[i] = lut[src[3 * i + 1]];
       x.b[i] = lut[src[3 * i + 2]];
     }
-    if (sat) Saturation(x, n, jit[2]);
-    if (hue) Hue(x, n, jit[3]);
-    if (gray) Grayscale(x, n);
+    Steps(x, n, jit, sat, hue, gray);
     uint8_t *dst = out + p0 * 3;
     for (int i = 0; i < n; i++) {
       dst[3 * i] = static_cast<uint8_t>(x.r[i]);
