@@ -226,16 +226,19 @@ struct Block {
   alignas(64) float b[kBlock];
 };
 
-// The steps on a block's first n pixels: 8 lanes at a time, the rest one by one.
-void Steps(Block &x, int n, const float *jit, bool sat, bool hue, bool gray) {
+// The steps on a block's first n pixels: 8 lanes at a time (where built with AVX2 and
+// `vectorized`), the rest one by one.
+void Steps(Block &x, int n, const float *jit, bool sat, bool hue, bool gray, bool vectorized) {
   float f = jit[2], rest = float(1.0 - double(jit[2])), shift = jit[3];
   int i = 0;
 #if defined(__AVX2__) && defined(__FMA__)
-  for (; i + kLanes <= n; i += kLanes) {
+  for (; vectorized && i + kLanes <= n; i += kLanes) {
     if (sat) Saturation8(x.r + i, x.g + i, x.b + i, f, rest);
     if (hue) Hue8(x.r + i, x.g + i, x.b + i, shift);
     if (gray) Grayscale8(x.r + i, x.g + i, x.b + i);
   }
+#else
+  (void)vectorized;
 #endif
   for (; i < n; i++) {
     if (sat) SaturationPx(x.r[i], x.g[i], x.b[i], f, rest);
@@ -246,7 +249,7 @@ void Steps(Block &x, int n, const float *jit, bool sat, bool hue, bool gray) {
 
 // One sample: `in` and `out` are (pixels, 3) uint8.
 void Photometric(const uint8_t *in, uint8_t *out, int64_t pixels, const float *jit,
-                 int adjust) {
+                 int adjust, bool vectorized) {
   bool sat = (adjust & kSaturation) && jit[2] != 1.f;
   bool hue = (adjust & kHue) != 0;  // torchvision round-trips through HSV even for shift 0
   bool gray = (adjust & kGrayscale) && jit[4] != 0.f;
@@ -265,7 +268,7 @@ void Photometric(const uint8_t *in, uint8_t *out, int64_t pixels, const float *j
       x.g[i] = lut[src[3 * i + 1]];
       x.b[i] = lut[src[3 * i + 2]];
     }
-    Steps(x, n, jit, sat, hue, gray);
+    Steps(x, n, jit, sat, hue, gray, vectorized);
     uint8_t *dst = out + p0 * 3;
     for (int i = 0; i < n; i++) {
       dst[3 * i] = static_cast<uint8_t>(x.r[i]);
@@ -280,7 +283,8 @@ void Photometric(const uint8_t *in, uint8_t *out, int64_t pixels, const float *j
 class DpPhotometric : public ::dali::Operator<::dali::CPUBackend> {
  public:
   explicit DpPhotometric(const ::dali::OpSpec &spec)
-      : ::dali::Operator<::dali::CPUBackend>(spec), adjust_(spec.GetArgument<int>("adjust")) {
+      : ::dali::Operator<::dali::CPUBackend>(spec), adjust_(spec.GetArgument<int>("adjust")),
+        vectorized_(spec.GetArgument<bool>("vectorized")) {
     DALI_ENFORCE(adjust_ >= 0 && adjust_ <= kAllAdjust,
                  ::dali::make_string("DpPhotometric: adjust must be a bit mask in 0..",
                                      int(kAllAdjust), ", got ", adjust_));
@@ -337,7 +341,7 @@ class DpPhotometric : public ::dali::Operator<::dali::CPUBackend> {
       tp.AddWork([&, s](int) {
         auto sh = shape.tensor_shape_span(s);
         Photometric(images.tensor<uint8_t>(s), output.mutable_tensor<uint8_t>(s),
-                    int64_t(sh[0]) * sh[1], jitter.tensor<float>(s), adjust_);
+                    int64_t(sh[0]) * sh[1], jitter.tensor<float>(s), adjust_, vectorized_);
       }, shape.tensor_size(s));
     }
     tp.RunAll();
@@ -345,6 +349,7 @@ class DpPhotometric : public ::dali::Operator<::dali::CPUBackend> {
 
  private:
   int adjust_;
+  bool vectorized_;
 };
 
 }  // namespace dali_pipes
@@ -357,4 +362,6 @@ DALI_SCHEMA(DpPhotometric)
     .NumInput(2)
     .NumOutput(1)
     .AddOptionalArg("adjust", "bit mask: 1 brightness, 2 contrast, 4 saturation, 8 hue, "
-                    "16 grayscale", 0);
+                    "16 grayscale", 0)
+    .AddOptionalArg("vectorized", "false: the scalar form on every pixel (for tests; the "
+                    "results are the same)", true);
