@@ -17,8 +17,7 @@ from bench.sample_data import photo_like
 from dali_pipes import native
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import build_image_pipeline
-from dali_pipes.pipelines.photometric import (adjust_mask, fused_photometric_applies,
-                                              photometric)
+from dali_pipes.pipelines.photometric import adjust_mask, fused_photometric_applies, photometric
 from dali_pipes.recipes import image_recipe
 
 pytestmark = pytest.mark.parametrize("fused", [True])
