@@ -96,7 +96,8 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
                                   fused=None if config.native_ops else False)
         if recipe.photometric:
             images = photometric(images, extra.get("jitter"), extra.get("blur_sigma"),
-                                 device=device, recipe=recipe)
+                                 device=device, recipe=recipe,
+                                 fused=None if config.native_ops else False)
         pipe.set_outputs(_normalize(images, mirror, device, recipe))
     return pipe
 
