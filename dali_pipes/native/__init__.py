@@ -25,7 +25,8 @@ import threading
 from pathlib import Path
 
 SOURCES = Path(__file__).resolve().parent
-OPERATORS = ("resize_op", "policy_op", "photometric_op")  # the libraries (sources NAME.cc) graphs may ask for
+# the libraries (sources NAME.cc) the graphs may ask for
+OPERATORS = ("resize_op", "policy_op", "photometric_op")
 BUILD_TIMEOUT_S = 300
 _FLAGS = ("-std=c++20", "-O3", "-fPIC", "-shared", "-ffp-contract=off")
 
