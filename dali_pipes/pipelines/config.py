@@ -32,7 +32,7 @@ class PipelineConfig:
     # "auto": workers only for clips that go through the PyAV fallback, one per core of
     # this rank (torch_bridge.autoworkers).
     py_num_workers: int | str = "auto"
-    use_fast_idct: bool = True
+    use_fast_idct: bool = False
     # Large JPEGs on the CPU backend: decode crop windows >= 2x the output at 1/2-1/8
     # scale in the feed (torch_bridge/modalities/image_scaled.py).
     scaled_jpeg_decode: bool = True
