@@ -29,7 +29,9 @@ def test_dry_run_passes_and_reports(tmp_path):
         if pixels:
             assert result[pixels] == 0.0 and result["batches"] >= 1  # DALI CPU == DALI CPU
     torch_path = by_name["image: DALI vs the torch path"]["result"]
-    assert 0 < torch_path["image_mean_abs"] <= torch_path["tolerance"]
+    # on the CPU the decoders agree (exact IDCT) and the fused resize has torchvision's
+    # weights: the same pixels but for rare rounding ties (0.0 on this machine)
+    assert torch_path["image_mean_abs"] <= min(0.01, torch_path["tolerance"])
     routed = by_name["clips NVDEC cannot take are routed, not blamed"]["result"]
     assert routed["vp9_160x120"]["decoder"] == "dali_cpu"
     assert by_name["busy consumer stream and side stream"]["status"] == "skip"
