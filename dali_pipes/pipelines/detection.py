@@ -26,6 +26,7 @@ from dali_pipes import schema
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import _decode_window, new_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
+from dali_pipes.pipelines.resize import resize
 
 OUTPUTS = schema.GRAPH_OUTPUTS["detection"]
 
@@ -54,11 +55,9 @@ def build_detection_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
         (images, anchor, shape, resized, offset, mirror, boxes, labels, valid, crowd,
          num_boxes, dropped, *rest) = external_inputs(graph_inputs(masks, semantic))
         pixels = _decode_window(images, anchor, shape, device, config)
-        pixels = fn.resize(pixels, device=device, size=resized, antialias=config.antialias,
-                           interp_type=types.INTERP_LINEAR)
-        # DALI's stubs type resize's one output as DataNode | Sequence | None
-        pixels = fn.crop_mirror_normalize(pixels,  # type: ignore[arg-type]
-                                          device=device, mirror=mirror,
+        pixels = resize(pixels, resized, device=device, config=config,
+                        interpolation="bilinear")
+        pixels = fn.crop_mirror_normalize(pixels, device=device, mirror=mirror,
                                           dtype=types.FLOAT, output_layout="CHW",
                                           mean=list(mean), std=list(std))
         pixels = fn.slice(pixels, offset, list(canvas),
