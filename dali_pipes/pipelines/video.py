@@ -15,8 +15,8 @@ Inputs (`dali_pipes.schema.VIDEO_INPUTS`, fed through `external_source`, per bat
   with `crop=True` (resize="short_side", `schema.CLIP_CROP_INPUTS`):
   "crop_start"      float32 (2,)        the clip's crop window in source pixels, (y, x)
   "crop_end"        float32 (2,)        its end; DALI-decoded clips are resized from that
-                                        window to `size` (`fn.resize` with roi_start /
-                                        roi_end, the plan's window of
+                                        window to `size` (the resize's region of interest,
+                                        the plan's window of
                                         `dali_pipes.clip_crops`); "decoded" clips come
                                         resized and cropped by the feed
 Outputs: "frames" float32 (T, 3, H, W) normalized with ImageNet mean/std (layout FCHW),

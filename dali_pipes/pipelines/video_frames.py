@@ -7,7 +7,7 @@ Inputs (per batch, one sample per FRAME; the frames of clip 0 first, then clip 1
   "clip"       int32 ()          the position of the frame's clip in the batch
   with `crop=True` (resize="short_side"): "crop_start" / "crop_end" float32 (2,), the
   clip's crop window in source pixels (y, x), repeated per frame: the resize reads that
-  window (`fn.resize` roi_start / roi_end) and writes `size`
+  window (the resize's region of interest) and writes `size`
 Outputs, per frame: "frames" float32 (3, H, W) normalized with ImageNet mean/std (CHW),
 "timestamps" float64 (), "clip" int32 (). `regroup` turns them into the clip batch
 ("frames" (B, T, 3, H, W), "timestamps" (B, T)); with variable-length clips it pads every
