@@ -9,6 +9,7 @@ import torch
 
 from bench.policy_ops import CASES, compare
 from bench.policy_ops import test_images as policy_images
+from dali_pipes.pipelines.policies import native_policy
 from dali_pipes.policies import OP, policy_ops
 from dali_pipes.recipes import image_recipe
 from torch_bridge import make_loader
@@ -82,8 +83,13 @@ def test_backends_agree_on_policies(image_folder, policy):
     plain = next(iter(make_loader("image", image_folder, backend="torch",
                                   reference={"num_workers": 0}, **{**kw, "auto_augment": None})))
     assert torch.equal(dali["index"], ref["index"])
-    # the decoders' ~1 level apart, amplified where equalize or autocontrast stretch levels
-    assert (dali["image"].float() - ref["image"].float()).abs().mean() < 5.0
+    diff = (dali["image"].float() - ref["image"].float()).abs().mean()
+    if native_policy():
+        # exact IDCT, torchvision's resize weights and arithmetic: the torch path's pixels
+        # (but for nearest-neighbour ties of rotations on odd sizes)
+        assert diff < 0.1
+    else:  # DALI's operators: ~1 level apart, more where equalize stretches levels
+        assert diff < 5.0
     assert (plain["image"].float() - ref["image"].float()).abs().mean() > 5.0
 
 
