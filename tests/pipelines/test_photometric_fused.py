@@ -59,23 +59,13 @@ def _run(images, rows, recipe, fused=True, vectorized=True):
 
 
 def _torchvision(image, row, recipe):
-    """torch_bridge.photometric's colour steps (no blur) on one HWC image, with the float32
-    row's factors (as the loader passes them; 1 - factor then matches the operator's)."""
-    from torchvision.transforms.v2 import functional as F
-    row = np.asarray(row, np.float32)
+    """torch_bridge.photometric's colour steps (the torch path's; no blur) on one HWC image,
+    with the float32 row's factors (as the loader passes them; 1 - factor then matches the
+    operator's)."""
+    from torch_bridge.photometric import apply_photometric
+    assert recipe.blur == 0
     t = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
-    b, c, s, h = recipe.color_jitter
-    if b:
-        t = F.adjust_brightness(t, float(row[0]))
-    if c:
-        t = F.adjust_contrast(t, float(row[1]))
-    if s:
-        t = F.adjust_saturation(t, float(row[2]))
-    if h:
-        t = F.adjust_hue(t, float(row[3]))
-    if recipe.grayscale > 0 and row[4]:
-        t = F.rgb_to_grayscale(t, num_output_channels=3)
-    return t.permute(1, 2, 0).numpy()
+    return apply_photometric(t, np.asarray(row, np.float32), 0.0, recipe).permute(1, 2, 0).numpy()
 
 
 def _images(shapes=SHAPES, seed=0):
