@@ -1,6 +1,11 @@
 """Augmentation policies in the image graph: per slot, each sample goes through the one
 operation it drew (`dali_pipes.policies`; inputs "policy_matrix" (slots, 2, 3) and
-"policy_params" (slots, 10), the last entry the operation's index). The batch is split by
+"policy_params" (slots, 10), the last entry the operation's index).
+
+On DALI's CPU backend the fused operator `DpPolicy` (`dali_pipes/native/policy_op.cc`)
+applies every slot of a sample in one task, with torchvision's arithmetic (equalize
+included). What follows is the graph of DALI's own operators, for the GPU and for a CPU
+without the fused operator. The batch is split by
 operation group with DALI's conditional split / merge operators (what `if` statements
 compile to in a conditional pipeline), so each operator runs only on the samples whose
 operation is in its group: one branch for the five geometric operations (a `warp_affine`
