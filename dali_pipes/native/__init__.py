@@ -80,24 +80,27 @@ def _cpu_flags() -> tuple[str, ...]:
     return tuple(f"-m{f}" for f in ("fma", "avx2") if f in flags)
 
 
-def _command(src: Path, out: Path, cxx: str, cuda_inc: str) -> list[str]:
+def _options(cxx: str, cuda_inc: str) -> list[str]:
+    """The compiler and every option but the source and the output."""
     import nvidia.dali.sysconfig as sysconfig
 
-    return [cxx, *_FLAGS, *_cpu_flags(), str(src), *sysconfig.get_compile_flags(),
-            f"-I{cuda_inc}", *sysconfig.get_link_flags(), "-o", str(out)]
+    return [cxx, *_FLAGS, *_cpu_flags(), *sysconfig.get_compile_flags(), f"-I{cuda_inc}",
+            *sysconfig.get_link_flags()]
 
 
-def _key(src: Path, command: list[str]) -> str:
+def _key(src: Path, options: list[str]) -> str:
+    """The cache key: the source, the DALI version, the compiler and its options."""
     import nvidia.dali as dali
 
     h = hashlib.sha256(src.read_bytes())
     h.update(dali.__version__.encode())
-    h.update(" ".join(command[:1] + command[2:-2]).encode())
+    h.update("\0".join(options).encode())
     return h.hexdigest()[:16]
 
 
-def _build(name: str) -> str:
-    """The cached library's path, compiling it first if needed; RuntimeError saying why not."""
+def _build(name: str, rebuild: bool = False) -> str:
+    """The cached library's path, compiling it first if needed (or if `rebuild`);
+    RuntimeError saying why not."""
     src = SOURCES / f"{name}.cc"
     if not src.is_file():
         raise RuntimeError(f"no source {src}")
@@ -108,18 +111,18 @@ def _build(name: str) -> str:
     if cuda_inc is None:
         raise RuntimeError("no CUDA toolkit headers (cuda_runtime_api.h, crt/, nv/ under "
                            "CUDA_HOME/include or /usr/local/cuda/include)")
-    probe = _command(src, Path("OUT"), cxx, cuda_inc)
-    folder = cache_dir() / _key(src, probe)
+    options = _options(cxx, cuda_inc)
+    folder = cache_dir() / _key(src, options)
     lib = folder / f"lib{name}.so"
-    if lib.is_file():
+    if lib.is_file() and not rebuild:
         return str(lib)
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".lib{name}.", suffix=".so", dir=folder)
     os.close(fd)
     print(f"dali_pipes: building native operator {name} (once; {lib})", file=sys.stderr)
     try:
-        done = subprocess.run(_command(src, Path(tmp), cxx, cuda_inc), capture_output=True,
-                              text=True, timeout=BUILD_TIMEOUT_S)
+        done = subprocess.run([*options[:1], str(src), *options[1:], "-o", tmp],
+                              capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         if done.returncode != 0:
             tail = "\n".join(done.stderr.strip().splitlines()[-15:])
             raise RuntimeError(f"{cxx} failed (exit {done.returncode}) on {src}:\n{tail}")
@@ -132,6 +135,18 @@ def _build(name: str) -> str:
     return str(lib)
 
 
+def _build_and_load(name: str) -> str:
+    import nvidia.dali.plugin_manager as plugin_manager
+
+    path = _build(name)
+    try:
+        plugin_manager.load_library(path)
+    except Exception:  # a damaged cached file (a full disk, say): build it anew, once
+        path = _build(name, rebuild=True)
+        plugin_manager.load_library(path)
+    return path
+
+
 def library(name: str) -> str | None:
     """Path of the loaded native library `name` (e.g. "policy_op"), or None (see why_not)."""
     with _lock:
@@ -142,10 +157,7 @@ def library(name: str) -> str | None:
             _reasons[name] = "DALI_PIPES_NATIVE is off"
         else:
             try:
-                import nvidia.dali.plugin_manager as plugin_manager
-
-                path = _build(name)
-                plugin_manager.load_library(path)
+                path = _build_and_load(name)
             except Exception as e:  # any failure falls back to DALI's own operators
                 _reasons[name] = f"{type(e).__name__}: {e}"
                 print(f"dali_pipes: native operator {name} unavailable, using DALI's own "

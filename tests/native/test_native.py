@@ -47,6 +47,16 @@ def test_builds_once_into_the_cache_then_loads(tmp_path):
     assert [p.name for p in Path(path).parent.iterdir()] == ["libpolicy_op.so"]  # no temp
 
 
+@pytest.mark.skipif(not native.enabled(), reason="DALI_PIPES_NATIVE is off")
+def test_a_damaged_cached_file_is_built_anew(tmp_path):
+    path, why, _ = _probe({"DALI_PIPES_CACHE": str(tmp_path)})
+    assert why is None, why
+    Path(path).write_bytes(b"not a shared library")
+    again, why, err = _probe({"DALI_PIPES_CACHE": str(tmp_path)})
+    assert again == path and why is None and "building native operator" in err
+    assert Path(path).read_bytes()[:4] == b"\x7fELF"
+
+
 def test_turned_off_falls_back_and_says_so(tmp_path):
     path, why, _ = _probe({"DALI_PIPES_NATIVE": "0", "DALI_PIPES_CACHE": str(tmp_path)})
     assert path is None and why == "DALI_PIPES_NATIVE is off"
