@@ -10,7 +10,8 @@ cached file. The cache key is the source, the DALI version, the compiler and its
 a new DALI or an edited source builds anew.
 
 Environment: DALI_PIPES_NATIVE=0 turns native operators off; DALI_PIPES_CACHE sets the
-cache folder (default ~/.cache/dali_pipes); CXX the compiler (default g++ or c++);
+cache folder (its "native" subfolder; default ~/.cache/dali-pipes, where the sample data
+sets also live); CXX the compiler (default g++ or c++);
 CUDA_HOME where CUDA's headers are (DALI's headers include cuda_runtime_api.h).
 """
 from __future__ import annotations
@@ -42,8 +43,9 @@ def enabled() -> bool:
 
 
 def cache_dir() -> Path:
+    """$DALI_PIPES_CACHE/native, or ~/.cache/dali-pipes/native (beside the sample data)."""
     root = os.environ.get("DALI_PIPES_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "dali_pipes")
+        os.path.expanduser("~"), ".cache", "dali-pipes")
     return Path(root) / "native"
 
 
