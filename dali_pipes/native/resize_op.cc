@@ -47,9 +47,11 @@ struct Taps {
 
 // Taps of `out` pixels over the input span [lo_edge, hi_edge) (a region of interest with
 // sub-pixel edges; the whole axis is [0, in)), clipped to the input's pixels.
-void MakeTaps(int in, int out, int filter, double lo_edge, double hi_edge, Taps &t) {
+void MakeTaps(int in, int out, int filter, bool antialias, double lo_edge, double hi_edge,
+              Taps &t) {
   double scale = (hi_edge - lo_edge) / out;
-  double fscale = std::max(scale, 1.0);  // antialiasing: widen the filter when shrinking
+  // antialiasing: widen the filter when shrinking; without it, plain interpolation
+  double fscale = antialias ? std::max(scale, 1.0) : 1.0;
   double support = FilterSupport(filter) * fscale;
   t.ksize = int(std::ceil(support)) * 2 + 1;
   t.first.assign(out, 0);
@@ -205,11 +207,11 @@ void ResizeFrame(const uint8_t *in, int h, int w, int c, uint8_t *out, const Pla
 
 // A sample: a frame (HWC) or frames (FHWC), all with the same taps.
 void ResizeSample(const uint8_t *in, int frames, int h, int w, int c, uint8_t *out,
-                  const Plan &p, int filter) {
+                  const Plan &p, int filter, bool antialias) {
   thread_local Scratch s;
   bool across = !Identity(w, p.ow, p.x0, p.x1), down = !Identity(h, p.oh, p.y0, p.y1);
-  if (across) MakeTaps(w, p.ow, filter, p.x0, p.x1, s.across);
-  if (down) MakeTaps(h, p.oh, filter, p.y0, p.y1, s.down);
+  if (across) MakeTaps(w, p.ow, filter, antialias, p.x0, p.x1, s.across);
+  if (down) MakeTaps(h, p.oh, filter, antialias, p.y0, p.y1, s.down);
   for (int f = 0; f < frames; f++)
     ResizeFrame(in + int64_t(f) * h * w * c, h, w, c, out + int64_t(f) * p.oh * p.ow * c, p,
                 s, across, down);
@@ -220,7 +222,8 @@ void ResizeSample(const uint8_t *in, int frames, int h, int w, int c, uint8_t *o
 class DpResize : public ::dali::Operator<::dali::CPUBackend> {
  public:
   explicit DpResize(const ::dali::OpSpec &spec)
-      : ::dali::Operator<::dali::CPUBackend>(spec), filter_(spec.GetArgument<int>("filter")) {
+      : ::dali::Operator<::dali::CPUBackend>(spec), filter_(spec.GetArgument<int>("filter")),
+        antialias_(spec.GetArgument<bool>("antialias")) {
     DALI_ENFORCE(filter_ == kTriangle || filter_ == kCubic,
                  ::dali::make_string("DpResize: filter must be 0 (triangle) or 1 (cubic), got ",
                                      filter_));
@@ -276,7 +279,7 @@ class DpResize : public ::dali::Operator<::dali::CPUBackend> {
       int64_t cost = int64_t(frames) * (int64_t(h) * w + int64_t(p.oh) * p.ow) * c;
       tp.AddWork([&, s, p, frames, h, w, c](int) {
         ResizeSample(images.tensor<uint8_t>(s), frames, h, w, c,
-                     output.mutable_tensor<uint8_t>(s), p, filter_);
+                     output.mutable_tensor<uint8_t>(s), p, filter_, antialias_);
       }, cost);
     }
     tp.RunAll();
@@ -321,6 +324,7 @@ class DpResize : public ::dali::Operator<::dali::CPUBackend> {
   }
 
   int filter_;
+  bool antialias_;
 };
 
 }  // namespace dali_pipes
@@ -332,4 +336,7 @@ DALI_SCHEMA(DpResize)
             "scheme), optionally of a region of interest with sub-pixel edges")
     .NumInput(2, 4)
     .NumOutput(1)
-    .AddOptionalArg("filter", "0: triangle (bilinear), 1: cubic a = -0.5 (bicubic)", 0);
+    .AddOptionalArg("filter", "0: triangle (bilinear), 1: cubic a = -0.5 (bicubic)", 0)
+    .AddOptionalArg("antialias", "widen the filter by the downscale factor (area-weighted "
+                    "shrinking, as PIL and torchvision's antialias=True); false: plain "
+                    "interpolation at the sampling positions", true);

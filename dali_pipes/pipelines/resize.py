@@ -1,6 +1,7 @@
 """The image graph's resize: on DALI's CPU backend the fused operator `DpResize`
-(`dali_pipes/native/resize_op.cc`: antialiased separable bilinear / bicubic, PIL's and
-torchvision's scheme) where it is available and the config allows it, else `fn.resize`.
+(`dali_pipes/native/resize_op.cc`: separable bilinear / bicubic, antialiased as PIL's and
+torchvision's unless the config's `antialias` is off) where it is available and the config
+allows it, else `fn.resize`.
 Imports DALI, never torch.
 """
 from __future__ import annotations
@@ -25,8 +26,8 @@ def native_resize() -> bool:
 
 def fused_resize_applies(device: str, config: PipelineConfig, interpolation: str) -> bool:
     """Whether `resize` runs the fused operator for these settings."""
-    return (device == "cpu" and config.native_ops and config.antialias
-            and interpolation in _FILTER and native_resize())
+    return (device == "cpu" and config.native_ops and interpolation in _FILTER
+            and native_resize())
 
 
 def resize(images, size, *, device: str, config: PipelineConfig, interpolation: str,
@@ -48,7 +49,7 @@ def resize(images, size, *, device: str, config: PipelineConfig, interpolation: 
             np.asarray(size, np.int32), device="cpu")
         # a plugin operator: fn gains it when the library loads, the stub cannot list it
         return fn.dp_resize(images, sizes, *(roi or ()),  # type: ignore[attr-defined]
-                            filter=_FILTER[interpolation])
+                            filter=_FILTER[interpolation], antialias=config.antialias)
     region = {} if roi is None else {"roi_start": roi[0], "roi_end": roi[1],
                                      "roi_relative": False}
     return fn.resize(images, device=device, size=size if isinstance(size, DataNode)
