@@ -4,6 +4,7 @@ why; the fused policy operator validates its inputs, naming the sample."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,24 +38,35 @@ def _probe(env_changes: dict[str, str | None]) -> tuple[str | None, str | None, 
     return path, why, run.stderr
 
 
-@pytest.mark.skipif(not native.enabled(), reason="DALI_PIPES_NATIVE is off")
-def test_builds_once_into_the_cache_then_loads(tmp_path):
-    path, why, err = _probe({"DALI_PIPES_CACHE": str(tmp_path)})
+@pytest.fixture(scope="module")
+def first_build(tmp_path_factory):
+    """A fresh cache folder after one process built the library into it: (folder, path,
+    stderr of that process)."""
+    if not native.enabled():
+        pytest.skip("DALI_PIPES_NATIVE is off")
+    folder = tmp_path_factory.mktemp("native_cache")
+    path, why, err = _probe({"DALI_PIPES_CACHE": str(folder)})
     assert why is None and path and Path(path).is_file(), err
-    assert Path(path).is_relative_to(tmp_path) and "building native operator" in err
-    again, _, err2 = _probe({"DALI_PIPES_CACHE": str(tmp_path)})
+    return folder, path, err
+
+
+def test_builds_once_into_the_cache_then_loads(first_build):
+    folder, path, err = first_build
+    assert Path(path).is_relative_to(folder) and "building native operator" in err
+    again, _, err2 = _probe({"DALI_PIPES_CACHE": str(folder)})
     assert again == path and "building" not in err2  # the cached file, no second build
     assert [p.name for p in Path(path).parent.iterdir()] == ["libpolicy_op.so"]  # no temp
 
 
-@pytest.mark.skipif(not native.enabled(), reason="DALI_PIPES_NATIVE is off")
-def test_a_damaged_cached_file_is_built_anew(tmp_path):
-    path, why, _ = _probe({"DALI_PIPES_CACHE": str(tmp_path)})
-    assert why is None, why
-    Path(path).write_bytes(b"not a shared library")
-    again, why, err = _probe({"DALI_PIPES_CACHE": str(tmp_path)})
-    assert again == path and why is None and "building native operator" in err
-    assert Path(path).read_bytes()[:4] == b"\x7fELF"
+def test_a_damaged_cached_file_is_built_anew(first_build, tmp_path):
+    folder, path, _ = first_build
+    copy = tmp_path / "cache"
+    shutil.copytree(folder, copy)
+    damaged = copy / Path(path).relative_to(folder)
+    damaged.write_bytes(b"not a shared library")
+    again, why, err = _probe({"DALI_PIPES_CACHE": str(copy)})
+    assert again == str(damaged) and why is None and "building native operator" in err
+    assert damaged.read_bytes()[:4] == b"\x7fELF"
 
 
 def test_turned_off_falls_back_and_says_so(tmp_path):
