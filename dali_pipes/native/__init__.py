@@ -6,8 +6,9 @@ with `nvidia.dali.plugin_manager.load_library`.
 compiler, no CUDA headers, a failed build, or DALI_PIPES_NATIVE=0); `why_not(name)` then
 says why. Callers keep a graph of DALI's own operators for that case, so a missing compiler
 costs speed (and the exact agreement with torchvision, docs/native_ops.md), never a failed
-loader. The first build prints one line; later processes load the cached file. The cache key is the source, the DALI version, the compiler and its flags, so
-a new DALI or an edited source builds anew.
+loader. The first build prints one line; later processes load the cached file. The cache
+key is the source, the DALI version, the compiler and its flags, so a new DALI or an edited
+source builds anew.
 
 Environment: DALI_PIPES_NATIVE=0 turns native operators off; DALI_PIPES_CACHE sets the
 cache folder (its "native" subfolder; default ~/.cache/dali-pipes, where the sample data
