@@ -24,8 +24,8 @@ class PipelineConfig:
     num_threads: int = 0  # 0: this rank's share of its cores, plus one (default_threads)
     prefetch_queue_depth: int = 2
     # DALI pipelines of the graph taking batches in turn (torch_bridge.pipe_ring), each
-    # with its share of num_threads; 0: 2 for a graph with an augmentation policy on the
-    # CPU backend with >= 2 cores, else 1.
+    # with its share of num_threads; 0: 2 for a graph whose augmentation policy runs on
+    # DALI's own operators on the CPU backend with >= 2 cores, else 1.
     pipelines: int = 0
     # Worker processes preparing the external_source inputs of upcoming batches (reads,
     # PyAV decoding, alignment: a modality's feeds) beside DALI; 0: in the main process;
