@@ -115,11 +115,21 @@ def _build(name: str, rebuild: bool = False) -> str:
         raise RuntimeError("no CUDA toolkit headers (cuda_runtime_api.h, crt/, nv/ under "
                            "CUDA_HOME/include or /usr/local/cuda/include)")
     options = _options(cxx, cuda_inc)
-    folder = cache_dir() / _key(src, options)
+    key = _key(src, options)
+    folder = cache_dir() / key
     lib = folder / f"lib{name}.so"
     if lib.is_file() and not rebuild:
         return str(lib)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a read-only home, say: this user's temporary folder instead
+        folder = Path(tempfile.gettempdir()) / f"dali-pipes-native-{os.getuid()}" / key
+        print(f"dali_pipes: cannot write {cache_dir()} ({e.strerror}); building in {folder}",
+              file=sys.stderr)
+        lib = folder / f"lib{name}.so"
+        if lib.is_file() and not rebuild:
+            return str(lib)
+        folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".lib{name}.", suffix=".so", dir=folder)
     os.close(fd)
     print(f"dali_pipes: building native operator {name} (once; {lib})", file=sys.stderr)

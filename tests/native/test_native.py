@@ -69,6 +69,17 @@ def test_a_damaged_cached_file_is_built_anew(first_build, tmp_path):
     assert damaged.read_bytes()[:4] == b"\x7fELF"
 
 
+@pytest.mark.skipif(not native.enabled(), reason="DALI_PIPES_NATIVE is off")
+def test_an_unwritable_cache_builds_in_the_temporary_folder(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    (tmp_path / "tmp").mkdir()
+    path, why, err = _probe({"DALI_PIPES_CACHE": str(blocker / "cache"),
+                             "TMPDIR": str(tmp_path / "tmp")})
+    assert why is None and path, err
+    assert Path(path).is_relative_to(tmp_path / "tmp") and "cannot write" in err
+
+
 def test_turned_off_falls_back_and_says_so(tmp_path):
     path, why, _ = _probe({"DALI_PIPES_NATIVE": "0", "DALI_PIPES_CACHE": str(tmp_path)})
     assert path is None and why == "DALI_PIPES_NATIVE is off"
