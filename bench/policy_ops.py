@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
 if __package__ in (None, ""):  # run as a script: the repository root, for `bench.*`
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dali_pipes.policies import OP, OPS, affine_matrices, photo_params
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 if __package__ in (None, ""):  # run as a script: the repository root, for `bench.*`
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 OPERATIONS = {
     "plain (crop + resize + flip)": {},

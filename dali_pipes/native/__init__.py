@@ -180,6 +180,19 @@ def library(name: str) -> str | None:
         return path
 
 
+def wanted(name: str, fused: bool | None, what: str) -> bool:
+    """Whether a graph step uses library `name` (a fused operator, described as `what` in
+    errors): never with `fused` False; with None where it loads; with True it must load,
+    else RuntimeError saying why."""
+    if fused is False:
+        return False
+    if library(name) is not None:
+        return True
+    if fused:
+        raise RuntimeError(f"the fused {what} is unavailable: {why_not(name)}")
+    return False
+
+
 def why_not(name: str) -> str | None:
     """Why `library(name)` gave None (None if it was loaded or not asked for yet)."""
     return _reasons.get(name)

@@ -86,6 +86,7 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
                                 extra.get("alpha"))
         images = resize(images, extra.get("out_size", recipe.size), device=device,
                         config=config, interpolation=recipe.interpolation)
+        fused = None if config.native_ops else False  # the native operators where they load
         if "vflip" in extra:
             images = fn.flip(images, device=device, horizontal=0, vertical=extra["vflip"])
         if recipe.auto_augment:  # flip first: the policy's geometry does not commute with it
@@ -93,11 +94,10 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
             mirror = 0
             images = apply_policy(images, extra["policy_matrix"], extra["policy_params"],
                                   device=device, recipe=recipe, slots=num_slots(recipe),
-                                  fused=None if config.native_ops else False)
+                                  fused=fused)
         if recipe.photometric:
             images = photometric(images, extra.get("jitter"), extra.get("blur_sigma"),
-                                 device=device, recipe=recipe,
-                                 fused=None if config.native_ops else False)
+                                 device=device, recipe=recipe, fused=fused)
         pipe.set_outputs(_normalize(images, mirror, device, recipe))
     return pipe
 

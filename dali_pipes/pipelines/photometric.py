@@ -42,15 +42,11 @@ def adjust_mask(recipe) -> int:
     return sum(bit for bit, used in zip(_ADJUST_BITS.values(), on, strict=True) if used)
 
 
-def native_photometric() -> bool:
-    """Whether the fused colour-jitter operator is built and loaded (`dali_pipes.native`)."""
-    return native.library("photometric_op") is not None
-
-
 def fused_photometric_applies(device: str, fused: bool | None = None) -> bool:
     """Whether `photometric` runs the fused operator for `device` and `fused` (None: where
-    available; True: required, so an unavailable operator raises in `photometric`)."""
-    return device == "cpu" and fused is not False and (bool(fused) or native_photometric())
+    available; True: required, RuntimeError when it is unavailable)."""
+    return device == "cpu" and native.wanted("photometric_op", fused,
+                                             "colour-jitter operator")
 
 
 def photometric(images, jitter, sigma, *, device: str, recipe, fused: bool | None = None):
@@ -70,9 +66,6 @@ def photometric(images, jitter, sigma, *, device: str, recipe, fused: bool | Non
     """
     mask = adjust_mask(recipe)
     if mask and fused_photometric_applies(device, fused):
-        if not native_photometric():
-            raise RuntimeError("the fused colour-jitter operator is unavailable: "
-                               f"{native.why_not('photometric_op')}")
         # a plugin operator: fn gains it when the library loads, the stub cannot list it
         images = fn.dp_photometric(images, jitter, adjust=mask)  # type: ignore[attr-defined]
     elif mask:

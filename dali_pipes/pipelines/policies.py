@@ -190,10 +190,7 @@ def apply_policy(images, matrices, params, *, device: str, recipe, slots: int,
     Returns:
         uint8 HWC DataNode.
     """
-    if device == "cpu" and fused is not False and (fused or native_policy()):
-        if not native_policy():
-            raise RuntimeError("the fused policy operator is unavailable: "
-                               f"{native.why_not('policy_op')}")
+    if device == "cpu" and native.wanted("policy_op", fused, "policy operator"):
         # a plugin operator: fn gains it when the library loads, the stub cannot list it
         return fn.dp_policy(images, matrices, params)  # type: ignore[attr-defined]
     drawn = {n for n in OP if n != "Identity"
