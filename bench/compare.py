@@ -43,7 +43,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parent))
 
 from bench.metrics import LoadMonitor  # noqa: E402
-from bench.report import print_table, speedups  # noqa: E402
+from bench.report import print_table, speedups, write_json  # noqa: E402
 from torch_bridge import registry  # noqa: E402
 
 # "dali:<preset>" is our DALI backend with another decode preset.
@@ -298,8 +298,7 @@ def main(argv=None) -> int:
         from bench.stages import print_stages
         print_stages(measured)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     if args.plot and measured["results"]:
         from bench.plots import plot_compare
         plot_compare(measured, args.plot)

@@ -25,7 +25,6 @@ verdict (its module docstring lists the rules).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -34,6 +33,7 @@ if __package__ in (None, ""):
 
 from bench.diagnosis.loop import run_diagnosis  # noqa: E402
 from bench.diagnosis.report import print_report  # noqa: E402
+from bench.report import write_json  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -67,8 +67,7 @@ def main(argv=None) -> int:
         return 1
     print_report(report)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     return 0
 
 

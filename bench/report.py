@@ -7,8 +7,17 @@ row) and adds `speed_over_dali` ("<row>": that row over dali, the table's column
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 TABLE_WIDTH = 80
 BACKEND_WIDTH = 16  # longer names (a preset's path) are cut in the table, whole in JSON
+
+
+def write_json(path: Path, report: dict) -> None:
+    """A benchmark's report as indented JSON at `path` (its folder made if missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
 
 
 def speedups(results: list[dict]) -> dict:

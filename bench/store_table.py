@@ -41,6 +41,7 @@ if __package__ in (None, ""):
 
 from bench import compare  # noqa: E402
 from bench.metrics import LoadMonitor  # noqa: E402
+from bench.report import write_json  # noqa: E402
 
 ROWS = ("folder", "shards", "shards-320", "folder-pass", "s3-cold", "s3-warm")
 ONE_PASS = ("folder-pass", "s3-cold", "s3-warm")  # measured over one pass, no warm-up
@@ -240,8 +241,7 @@ def main(argv=None) -> int:
     report["targets"] = targets(report)
     print_report(report)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     return 0
 
 

@@ -308,8 +308,8 @@ def _outputs(args, report: dict) -> None:
         report["preset"] = str(args.out_preset)
         print(f"preset written: {args.out_preset}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        from bench.report import write_json
+        write_json(args.json, report)
 
 
 def _write_best_preset(args, report: dict) -> None:
