@@ -38,9 +38,10 @@ double FilterAt(int filter, double x) {
   return 0.0;
 }
 
-// Per output index: the first input index, the tap count and the normalised weights.
+// Per output index: the first input index (counted from `lo`), the tap count and the
+// normalised weights; [lo, hi) is the span of input indices any tap reads.
 struct Taps {
-  int ksize = 0;
+  int ksize = 0, lo = 0, hi = 0;
   std::vector<int> first, count;
   std::vector<float> weights;  // [out * ksize + k]
 };
@@ -77,6 +78,11 @@ void MakeTaps(int in, int out, int filter, bool antialias, double lo_edge, doubl
     t.count[i] = n;
     for (int k = 0; k < n; k++) t.weights[size_t(i) * t.ksize + k] = float(w[k] / total);
   }
+  // the span read (taps need not be monotonic at clipped edges), then firsts relative to it
+  t.lo = *std::min_element(t.first.begin(), t.first.end());
+  t.hi = 0;
+  for (int i = 0; i < out; i++) t.hi = std::max(t.hi, t.first[i] + t.count[i]);
+  for (int &f : t.first) f -= t.lo;
 }
 
 // Round half up and saturate: v + 0.5 clamped to [0, 255.5) truncates to floor(v + 0.5).
@@ -165,32 +171,16 @@ void ResizeFrame(const uint8_t *in, int h, int w, int c, uint8_t *out, const Pla
     std::memcpy(out, in, size_t(h) * w * c);
     return;
   }
-  int r0 = 0, r1 = h;
-  if (down) {
-    r0 = s.down.first[0];
-    r1 = s.down.first[p.oh - 1] + s.down.count[p.oh - 1];
-    for (int i = 0; i < p.oh; i++) {  // taps need not be monotonic at clipped edges
-      r0 = std::min(r0, s.down.first[i]);
-      r1 = std::max(r1, s.down.first[i] + s.down.count[i]);
-    }
-  }
-  const uint8_t *band = in + int64_t(r0) * w * c;  // rows r0 .. r1 of the input
-  int rows = r1 - r0;
+  int r0 = down ? s.down.lo : 0, rows = (down ? s.down.hi : h) - r0;
+  const uint8_t *band = in + int64_t(r0) * w * c;  // the input rows the taps read
   int64_t band_row = int64_t(w) * c;
   if (across) {
-    int c0 = w, c1 = 0;
-    for (int i = 0; i < p.ow; i++) {
-      c0 = std::min(c0, s.across.first[i]);
-      c1 = std::max(c1, s.across.first[i] + s.across.count[i]);
-    }
-    int cols = c1 - c0;
+    int c0 = s.across.lo, cols = s.across.hi - c0;
     // (rows, cols) block, transposed: (cols, rows, c)
     s.a.resize(size_t(cols) * rows * c);
     Transpose(band + int64_t(c0) * c, rows, cols, c, band_row, s.a.data());
-    Taps shifted = s.across;
-    for (int &f : shifted.first) f -= c0;
     s.b.resize(size_t(p.ow) * rows * c);
-    ResampleRows(s.a.data(), int64_t(rows) * c, s.b.data(), p.ow, shifted, s.acc);
+    ResampleRows(s.a.data(), int64_t(rows) * c, s.b.data(), p.ow, s.across, s.acc);
     if (!down) {
       Transpose(s.b.data(), p.ow, rows, c, int64_t(rows) * c, out);
       return;
@@ -200,9 +190,7 @@ void ResizeFrame(const uint8_t *in, int h, int w, int c, uint8_t *out, const Pla
     band = s.a.data();
     band_row = int64_t(p.ow) * c;
   }
-  Taps shifted = s.down;
-  for (int &f : shifted.first) f -= r0;
-  ResampleRows(band, band_row, out, p.oh, shifted, s.acc);
+  ResampleRows(band, band_row, out, p.oh, s.down, s.acc);
 }
 
 // A sample: a frame (HWC) or frames (FHWC), all with the same taps.
