@@ -19,15 +19,11 @@ INTERP = {"bilinear": types.INTERP_LINEAR, "bicubic": types.INTERP_CUBIC,
 _FILTER = {"bilinear": 0, "bicubic": 1}  # DpResize's filters
 
 
-def native_resize() -> bool:
-    """Whether the fused resize operator is built and loaded (`dali_pipes.native`)."""
-    return native.library("resize_op") is not None
-
-
 def fused_resize_applies(device: str, config: PipelineConfig, interpolation: str) -> bool:
-    """Whether `resize` runs the fused operator for these settings."""
-    return (device == "cpu" and config.native_ops and interpolation in _FILTER
-            and native_resize())
+    """Whether `resize` runs the fused operator for these settings (where it loads)."""
+    return (device == "cpu" and interpolation in _FILTER
+            and native.wanted("resize_op", None if config.native_ops else False,
+                              "resize operator"))
 
 
 def resize(images, size, *, device: str, config: PipelineConfig, interpolation: str,
