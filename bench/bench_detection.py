@@ -1,6 +1,6 @@
 """Benchmark: what masks (and semantic maps) cost the detection loader, per backend.
 
-Runs the DALI and torch loaders on the built-in detection set (`bench.sample_detection`)
+Runs the DALI and torch loaders on the built-in detection set (`dali_pipes.testing.sample_detection`)
 with and without `masks=True` (and `semantic=True`), in interleaved rounds in this one
 process, and prints samples/s per configuration (medians) and each one's ratio to the
 plain DALI loader measured in the same run.
@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.sample_detection import detection_dataset  # noqa: E402
+from dali_pipes.testing.sample_detection import detection_dataset  # noqa: E402
 from torch_bridge import make_loader  # noqa: E402
 
 CONFIGS = {"plain": {}, "masks": {"masks": True},

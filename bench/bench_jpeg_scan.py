@@ -14,7 +14,7 @@ import argparse
 import statistics
 import time
 
-from bench.sample_data import image_dataset
+from dali_pipes.testing.sample_data import image_dataset
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size, read_header
 
 

@@ -13,7 +13,7 @@ import argparse
 import os
 import time
 
-from bench.sample_data import encode_jpeg, photo_like
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 
 
 def _tree(base: str, classes: int, per_class: int) -> str:

@@ -34,7 +34,7 @@ def cpu_us_per_sample(read, order) -> float:
 def main(argv=None) -> int:
     import numpy as np
 
-    from bench.sample_data import image_dataset
+    from dali_pipes.testing.sample_data import image_dataset
     from dali_pipes.sources.image import ImageFolderSource
     from dali_pipes.sources.shards import ShardSource
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

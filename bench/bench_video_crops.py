@@ -23,7 +23,7 @@ import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 
 from bench.bench_video_paths import make_tree
-from bench.sample_data import cache_root
+from dali_pipes.testing.sample_data import cache_root
 from dali_pipes import schema
 from dali_pipes.clip_crops import clip_windows, source_roi
 from dali_pipes.pipelines.config import PipelineConfig, define_pipeline

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.run_one import endless
-from bench.sample_data import cache_root
-from bench.sample_video import synthetic_frames, write_video
+from dali_pipes.testing.sample_data import cache_root
+from dali_pipes.testing.sample_video import synthetic_frames, write_video
 from dali_pipes.frames import extract_tree
 
 

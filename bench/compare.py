@@ -134,7 +134,7 @@ def sample_data(modality: str, sample: str = "default") -> Path:
     if sample == "large":
         if modality != "image":
             raise SystemExit(f"--sample large: only for --modality image, not {modality}")
-        from bench.sample_data import large_photo_dataset
+        from dali_pipes.testing.sample_data import large_photo_dataset
         make, description = large_photo_dataset, "creating large sample photos (first run only)"
     with progress_bar(None, description, unit="files", transient=True) as bar:
         return make(progress=lambda done, total: bar.update(done, total=total))

@@ -53,7 +53,7 @@ def _once(ctx: Ctx, name: str, make):
 
 def images(ctx: Ctx, n: int | None = None) -> Path:
     """`n` JPEGs (default ctx.n_images) of image_size rows x 1.5 x image_size columns."""
-    from bench.sample_data import image_dataset
+    from dali_pipes.testing.sample_data import image_dataset
     side, n = ctx.image_size, n or ctx.n_images
     return _once(ctx, f"images_{n}", lambda p: image_dataset(
         n_images=n, n_classes=4, root=p, size=(side + side // 2, side)))
@@ -66,7 +66,7 @@ def big_images(ctx: Ctx) -> Path:
 
 def videos(ctx: Ctx, codec: str = "libvpx-vp9", size: tuple[int, int] | None = None) -> Path:
     """Four clips of (width, height) `size` (default: image_size square)."""
-    from bench.sample_video import small_video_folder
+    from dali_pipes.testing.sample_video import small_video_folder
     size = size or (ctx.image_size, ctx.image_size)
     return _once(ctx, f"video_{codec}_{size[0]}x{size[1]}", lambda p: small_video_folder(
         p, n_videos=4, frames=(24, 17), size=size, codec=codec))
@@ -82,14 +82,14 @@ def frames(ctx: Ctx) -> Path:
 
 
 def fusion(ctx: Ctx) -> Path:
-    from bench.sample_fusion import small_fusion_folder
+    from dali_pipes.testing.sample_fusion import small_fusion_folder
     side = ctx.image_size
     return _once(ctx, "fusion", lambda p: small_fusion_folder(p, n_videos=4,
                                                              size=(side, side)))
 
 
 def scenes(ctx: Ctx) -> Path:
-    from bench.sample_hyperspectral import small_scene_folder
+    from dali_pipes.testing.sample_hyperspectral import small_scene_folder
 
     def make(p):
         small_scene_folder(p, lines=40, samples=48, bands=16)
@@ -99,7 +99,7 @@ def scenes(ctx: Ctx) -> Path:
 
 def detection_data(ctx: Ctx) -> Path:
     """Generated images with drawn shapes and their COCO file (polygons and RLE masks)."""
-    from bench.sample_detection import write_detection_folder
+    from dali_pipes.testing.sample_detection import write_detection_folder
     return _once(ctx, "detection", lambda p: write_detection_folder(p, n_images=12, seed=4))
 
 

@@ -56,7 +56,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     data = args.data
     if data is None:
-        from bench.tiny_data import write_image_folder
+        from dali_pipes.testing.tiny_data import write_image_folder
         data = write_image_folder(Path(tempfile.mkdtemp()) / "images", n_images=64,
                                   n_classes=4, sizes=((375, 500), (500, 375)))
     print(f"{'operation':32s} {'mean':>6s} {'p99':>6s}  (|dali - torch|, uint8 levels)")

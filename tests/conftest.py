@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.tiny_data import write_image_folder  # noqa: F401  (tests import it from here)
+from dali_pipes.testing.tiny_data import write_image_folder  # noqa: F401  (tests import it from here)
 from torch_bridge import registry
 
 try:

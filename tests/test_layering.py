@@ -48,3 +48,25 @@ def test_graph_builders_never_import_torch():
 def test_the_check_sees_an_import_of_torch():
     """The same probe on a module that does import torch reports it (the check can fail)."""
     assert _imported(["dali_pipes.augment", "torch_bridge.collate"]) == [TORCH]
+
+
+def _imports_of(path: Path) -> set[str]:
+    """Every module a source file imports, at any depth of its code (function bodies too)."""
+    import ast
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+    return found
+
+
+def test_library_never_imports_bench():
+    """bench/ holds benchmarks only: the library (and its test-data writers) stand without it."""
+    offenders = {str(path.relative_to(ROOT)): sorted(m for m in _imports_of(path)
+                                                     if m == "bench" or m.startswith("bench."))
+                 for package in ("dali_pipes", "torch_bridge")
+                 for path in (ROOT / package).rglob("*.py")}
+    assert len(offenders) > 100
+    assert {k: v for k, v in offenders.items() if v} == {}

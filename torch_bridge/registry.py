@@ -115,29 +115,29 @@ _CLIP = dict(batch_size=2, clip_length=4, stride=2, size=16)
 
 REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
     ModalitySpec("image", (Kind("image", "torch_bridge.modalities.image:ImageModality",
-                                "bench.tiny_data:image", dict(batch_size=4, size=16)),),
-                 "bench.sample_data:image_dataset", "creating sample JPEGs (first run only)"),
+                                "dali_pipes.testing.tiny_data:image", dict(batch_size=4, size=16)),),
+                 "dali_pipes.testing.sample_data:image_dataset", "creating sample JPEGs (first run only)"),
     ModalitySpec("video", (
         Kind("frames", "torch_bridge.modalities.video_frames:FrameFolderModality",
-             "bench.tiny_data:frames", _CLIP,
+             "dali_pipes.testing.tiny_data:frames", _CLIP,
              detect="dali_pipes.sources.video_frames:is_frame_folder_tree"),
         Kind("video", "torch_bridge.modalities.video:VideoModality",
-             "bench.tiny_data:video", _CLIP)),
-        "bench.sample_video:video_dataset", "creating sample VP9 clips (first run only)"),
+             "dali_pipes.testing.tiny_data:video", _CLIP)),
+        "dali_pipes.testing.sample_video:video_dataset", "creating sample VP9 clips (first run only)"),
     ModalitySpec("hyperspectral", (
         Kind("hyperspectral", "torch_bridge.modalities.hyperspectral:HyperspectralModality",
-             "bench.tiny_data:hyperspectral", dict(batch_size=16, patch_size=3)),),
-        "bench.sample_hyperspectral:hyperspectral_dataset",
+             "dali_pipes.testing.tiny_data:hyperspectral", dict(batch_size=16, patch_size=3)),),
+        "dali_pipes.testing.sample_hyperspectral:hyperspectral_dataset",
         "creating sample ENVI and SPE scenes (first run only)"),
     ModalitySpec("fusion", (
         Kind("fusion", "torch_bridge.modalities.fusion:FusionModality",
-             "bench.tiny_data:fusion", dict(_CLIP, imu_offset=0.25)),),
-        "bench.sample_fusion:fusion_dataset",
+             "dali_pipes.testing.tiny_data:fusion", dict(_CLIP, imu_offset=0.25)),),
+        "dali_pipes.testing.sample_fusion:fusion_dataset",
         "creating sample VP9 clips with 200 Hz IMU (first run only)"),
     ModalitySpec("detection", (
         Kind("detection", "torch_bridge.modalities.detection:DetectionModality",
-             "bench.sample_detection:tiny", dict(batch_size=4, size=32)),),
-        "bench.sample_detection:detection_dataset",
+             "dali_pipes.testing.sample_detection:tiny", dict(batch_size=4, size=32)),),
+        "dali_pipes.testing.sample_detection:detection_dataset",
         "creating sample JPEGs with COCO annotations (first run only)"),
 )}
 

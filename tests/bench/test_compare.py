@@ -48,7 +48,7 @@ def test_compare_reports_a_failing_backend(tmp_path):
 
 
 def test_compare_hyperspectral(tmp_path):
-    from bench.sample_hyperspectral import small_scene_folder
+    from dali_pipes.testing.sample_hyperspectral import small_scene_folder
     small_scene_folder(tmp_path / "scenes")
     out = tmp_path / "h.json"
     proc = subprocess.run(

@@ -5,7 +5,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from bench.sample_data import photo_like
+from dali_pipes.testing.sample_data import photo_like
 from dali_pipes.formats.jpeg import read_header
 
 PIXELS = photo_like(np.random.default_rng(0), 75, 100)

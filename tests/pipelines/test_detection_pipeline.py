@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.sample_data import encode_jpeg, photo_like
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from dali_pipes.pipelines.config import PipelineConfig, available_presets, load_config
 from dali_pipes.pipelines.detection import build_detection_pipeline, outputs
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from bench.sample_data import encode_jpeg, photo_like
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from dali_pipes.pipelines.config import PipelineConfig, available_presets, load_config
 from dali_pipes.pipelines.image import build_image_pipeline
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from nvidia.dali import Pipeline
 
-from bench.sample_data import photo_like
+from dali_pipes.testing.sample_data import photo_like
 from dali_pipes import native
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import build_image_pipeline

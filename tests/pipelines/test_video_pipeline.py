@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.sample_data import encode_jpeg, photo_like
-from bench.sample_video import small_video_folder
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+from dali_pipes.testing.sample_video import small_video_folder
 from dali_pipes.clip_crops import clip_windows, source_roi
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.fusion import build_fusion_pipeline

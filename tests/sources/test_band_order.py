@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bench.sample_hyperspectral import write_scene
+from dali_pipes.testing.sample_hyperspectral import write_scene
 from dali_pipes.sources.hyperspectral import HyperspectralSource
 
 pytest.importorskip("spectral")

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from bench.sample_detection import write_detection_folder
+from dali_pipes.testing.sample_detection import write_detection_folder
 from dali_pipes.formats import FormatError
 from dali_pipes.sources.detection import DetectionSource
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.sample_data import encode_jpeg, photo_like
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.sources.shard_names import expand_braces, is_shard_data, shard_sources
 from dali_pipes.sources.shards import ShardSource

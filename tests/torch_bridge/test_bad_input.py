@@ -16,7 +16,7 @@ import torch
 import torchvision.io  # noqa: F401
 import torchvision.transforms.v2.functional  # noqa: F401
 
-from bench.sample_video import small_video_folder
+from dali_pipes.testing.sample_video import small_video_folder
 from dali_pipes.formats import FormatError
 from dali_pipes.frames import frame_name
 from dali_pipes.sources import ImageFolderSource

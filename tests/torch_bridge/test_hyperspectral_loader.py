@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.sample_hyperspectral import small_scene_folder
+from dali_pipes.testing.sample_hyperspectral import small_scene_folder
 from dali_pipes.formats import FormatError
 from dali_pipes.sources.hyperspectral import patch_augment
 from tests.torch_bridge.contract import LoaderContract

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.sample_data import encode_jpeg, photo_like
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from dali_pipes.sources.image import ImageFolderSource
 from tests.conftest import undefined_quant_table, write_image_folder
 from torch_bridge import SampleError, make_loader

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from bench.sample_data import encode_jpeg, photo_like
-from bench.sample_fusion import small_fusion_folder
-from bench.sample_video import small_video_folder
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+from dali_pipes.testing.sample_fusion import small_fusion_folder
+from dali_pipes.testing.sample_video import small_video_folder
 from dali_pipes.align import align_to_frames
 from dali_pipes.augment import flips
 from dali_pipes.clips import clip_lengths

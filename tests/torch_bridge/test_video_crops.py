@@ -8,8 +8,8 @@ import pytest
 import torch
 from torchvision.transforms.v2 import functional as F
 
-from bench.sample_fusion import small_fusion_folder
-from bench.sample_video import write_video
+from dali_pipes.testing.sample_fusion import small_fusion_folder
+from dali_pipes.testing.sample_video import write_video
 from dali_pipes.augment import flips
 from dali_pipes.clip_crops import clip_windows
 from dali_pipes.formats.video import decode_frames_pyav

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from bench.sample_video import small_video_folder
+from dali_pipes.testing.sample_video import small_video_folder
 from dali_pipes.formats.video import probe_video
 from dali_pipes.frames import COMPLETE, TIMESTAMPS, frame_name
 from dali_pipes.sources.video_frames import is_frame_folder_tree
