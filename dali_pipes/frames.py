@@ -12,8 +12,8 @@ are still extracted; the command then exits with code 1. Such a tree is loaded b
 `make_loader("video", DST)` (`torch_bridge.modalities.video_frames`): clips are sampled with
 the same (seed, epoch, index) rules as the video modality and the clip's JPEGs decoded by DALI.
 
-When each path wins (speeds measured with `python bench/bench_video_paths.py`, in the README;
-one disk measurement below). Decoding
+When each path wins (speeds measured with `python bench/studies/bench_video_paths.py`, in the
+README; one disk measurement below). Decoding
 video per sample (`modality="video"` on the video files) keeps the data set at its compressed
 size and costs, per clip, the decode from the keyframe before the clip to its last frame, so
 random access costs up to one keyframe interval of extra frames, and every frame of that

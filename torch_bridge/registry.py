@@ -114,16 +114,18 @@ class ModalitySpec:
 _CLIP = dict(batch_size=2, clip_length=4, stride=2, size=16)
 
 REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
-    ModalitySpec("image", (Kind("image", "torch_bridge.modalities.image:ImageModality",
-                                "dali_pipes.testing.tiny_data:image", dict(batch_size=4, size=16)),),
-                 "dali_pipes.testing.sample_data:image_dataset", "creating sample JPEGs (first run only)"),
+    ModalitySpec("image", (
+        Kind("image", "torch_bridge.modalities.image:ImageModality",
+             "dali_pipes.testing.tiny_data:image", dict(batch_size=4, size=16)),),
+        "dali_pipes.testing.sample_data:image_dataset", "creating sample JPEGs (first run only)"),
     ModalitySpec("video", (
         Kind("frames", "torch_bridge.modalities.video_frames:FrameFolderModality",
              "dali_pipes.testing.tiny_data:frames", _CLIP,
              detect="dali_pipes.sources.video_frames:is_frame_folder_tree"),
         Kind("video", "torch_bridge.modalities.video:VideoModality",
              "dali_pipes.testing.tiny_data:video", _CLIP)),
-        "dali_pipes.testing.sample_video:video_dataset", "creating sample VP9 clips (first run only)"),
+        "dali_pipes.testing.sample_video:video_dataset",
+        "creating sample VP9 clips (first run only)"),
     ModalitySpec("hyperspectral", (
         Kind("hyperspectral", "torch_bridge.modalities.hyperspectral:HyperspectralModality",
              "dali_pipes.testing.tiny_data:hyperspectral", dict(batch_size=16, patch_size=3)),),

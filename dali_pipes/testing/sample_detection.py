@@ -1,6 +1,7 @@
 """Detection data: images with drawn shapes and their COCO instances file.
 
-Each image (photographic-statistics background, `dali_pipes.testing.sample_data.photo_like`) holds a few
+Each image (photographic-statistics background, `dali_pipes.testing.sample_data.photo_like`)
+holds a few
 filled shapes of three categories (COCO ids 1 "box", 3 "ellipse", 7 "triangle": not
 contiguous on purpose). Their annotations carry real segmentations written with
 pycocotools.mask: rectangles and triangles as polygons, ellipses as compressed RLE

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.formats.imu import imu_path_for, write_imu
 from dali_pipes.testing.sample_data import cache_root
 from dali_pipes.testing.sample_video import small_video_folder
-from dali_pipes.formats.imu import imu_path_for, write_imu
 
 CHANNELS = ("ax", "ay", "az", "gx", "gy", "gz")
 FPS = 25  # dali_pipes.testing.sample_video.write_video's default rate

@@ -3,9 +3,9 @@ one read_window in (band, line, sample) order, the files behind them."""
 import numpy as np
 import pytest
 
-from dali_pipes.testing.sample_hyperspectral import write_scene
 from dali_pipes.formats import open_envi, open_spe
 from dali_pipes.formats.cube import Cube
+from dali_pipes.testing.sample_hyperspectral import write_scene
 
 pytest.importorskip("spectral")
 

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from dali_pipes.formats import FormatError
 from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from dali_pipes.pipelines.config import PipelineConfig, available_presets, load_config
 from dali_pipes.pipelines.detection import build_detection_pipeline, outputs
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+from tests.pipelines.graph import decodes_on_gpu, output_devices
 
 
 @pytest.mark.parametrize("preset", available_presets())
@@ -15,7 +16,8 @@ from dali_pipes.pipelines.detection import build_detection_pipeline, outputs
 def test_gpu_graph_is_defined(preset, masks):
     pipe = build_detection_pipeline(device="gpu", batch_size=2, canvas=(64, 48),
                                     config=load_config(preset), masks=masks, semantic=masks)
-    assert pipe is not None
+    assert output_devices(pipe) == ["gpu"] + ["cpu"] * (len(outputs(masks, masks)) - 1)
+    assert decodes_on_gpu(pipe)
 
 
 def test_cpu_graph_pads_canvas_and_targets():

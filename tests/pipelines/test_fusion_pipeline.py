@@ -3,6 +3,7 @@ import pytest
 
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.fusion import OUTPUTS, VARIABLE_OUTPUTS, build_fusion_pipeline
+from tests.pipelines.graph import decodes_on_gpu, graph_ops, output_devices
 
 
 @pytest.mark.parametrize("size", [None, (32, 48)])
@@ -11,7 +12,10 @@ def test_gpu_graph_is_defined(size, variable):
     """Defining the graph makes DALI check every operator and argument, without a GPU."""
     pipe = build_fusion_pipeline(device="gpu", batch_size=2, config=PipelineConfig(), size=size,
                                  variable=variable)
-    assert pipe is not None and OUTPUTS[-2:] == ("imu", "imu_valid")
+    names = VARIABLE_OUTPUTS if variable else OUTPUTS
+    assert OUTPUTS[-2:] == ("imu", "imu_valid")
+    assert output_devices(pipe) == ["gpu"] + ["cpu"] * (len(names) - 1)
+    assert decodes_on_gpu(pipe) and ("Resize" in graph_ops(pipe)) == (size is not None)
 
 
 def test_variable_clips_pad_imu_with_zeros_and_invalid():

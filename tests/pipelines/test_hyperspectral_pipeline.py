@@ -6,6 +6,7 @@ import pytest
 
 from dali_pipes.pipelines.config import PipelineConfig, available_presets, load_config
 from dali_pipes.pipelines.hyperspectral import build_hyperspectral_pipeline, inputs
+from tests.pipelines.graph import graph_ops, output_devices
 
 CONFIG = PipelineConfig(num_threads=1, prefetch_queue_depth=1)
 GROUP = list(itertools.product([0, 1], [0, 1], range(4)))  # (flip_h, flip_v, k): 16 cases
@@ -17,7 +18,9 @@ def test_gpu_graph_is_defined(augment, normalize, dtype):
     """Defining makes DALI check every operator name and argument, no GPU needed."""
     pipe = build_hyperspectral_pipeline(device="gpu", batch_size=4, config=CONFIG,
                                         dtype=dtype, augment=augment, normalize=normalize)
-    assert pipe is not None
+    ops = graph_ops(pipe)
+    assert output_devices(pipe) == ["gpu"]
+    assert ("Flip" in ops) == augment
 
 
 @pytest.mark.parametrize("preset", available_presets())

@@ -15,6 +15,7 @@ from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import build_image_pipeline, new_pipeline
 from dali_pipes.pipelines.image_decode import decode_inputs, decode_window
 from dali_pipes.pipelines.inputs import external_inputs
+from tests.pipelines.graph import decodes_on_gpu, output_devices
 
 H, W = 30, 44
 CONFIG = PipelineConfig(num_threads=1, prefetch_queue_depth=1, use_fast_idct=False)
@@ -111,7 +112,7 @@ def test_gpu_graph_with_every_decode_option_is_defined():
     decode = ImageDecode(orientation=True, alpha=True)
     pipe = build_image_pipeline(device="gpu", batch_size=2, size=16, config=PipelineConfig(),
                                 decode=decode)
-    assert pipe is not None
+    assert output_devices(pipe) == ["gpu"] and decodes_on_gpu(pipe)
 
 
 def test_missing_alpha_input_is_a_clear_error():

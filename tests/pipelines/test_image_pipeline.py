@@ -1,16 +1,17 @@
 import numpy as np
 import pytest
 
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from dali_pipes.pipelines.config import PipelineConfig, available_presets, load_config
 from dali_pipes.pipelines.image import build_image_pipeline
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+from tests.pipelines.graph import decodes_on_gpu, graph_ops, output_devices
 
 
 @pytest.mark.parametrize("preset", available_presets())
 def test_gpu_graph_is_defined_with_every_preset(preset):
     """Defining the graph makes DALI check every operator name and argument, no GPU needed."""
     pipe = build_image_pipeline(device="gpu", batch_size=4, size=224, config=load_config(preset))
-    assert pipe is not None
+    assert output_devices(pipe) == ["gpu"] and decodes_on_gpu(pipe)
 
 
 def test_cpu_graph_decodes_the_window_and_flips():
@@ -77,4 +78,6 @@ def test_gpu_policy_graph_is_defined(policy):
                          color_jitter=(0.4, 0.4, 0.4, 0.1), grayscale=0.2)
     pipe = build_image_pipeline(device="gpu", batch_size=4, size=224,
                                 config=load_config(None), recipe=recipe)
-    assert pipe is not None
+    ops = graph_ops(pipe)
+    assert output_devices(pipe) == ["gpu"] and decodes_on_gpu(pipe)
+    assert {"WarpAffine", "Hsv"} <= set(ops) and ops["WarpAffine"] == {"gpu"}

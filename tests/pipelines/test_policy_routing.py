@@ -8,7 +8,7 @@ import nvidia.dali.fn as fn
 import pytest
 from nvidia.dali import Pipeline
 
-from bench import policy_ops
+from bench.studies import policy_ops
 from dali_pipes.pipelines.policies import apply_policy
 from dali_pipes.policies import OP, OPS, affine_matrices, photo_params
 from dali_pipes.recipes import image_recipe

@@ -4,8 +4,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
-from dali_pipes.testing.sample_video import small_video_folder
 from dali_pipes.clip_crops import clip_windows, source_roi
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.fusion import build_fusion_pipeline
@@ -18,6 +16,9 @@ from dali_pipes.pipelines.video_frames import (
     padding_mask,
 )
 from dali_pipes.sources.video import VideoFolderSource
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+from dali_pipes.testing.sample_video import small_video_folder
+from tests.pipelines.graph import decodes_on_gpu, output_devices
 
 MEAN = np.array(IMAGENET_MEAN, np.float32)[:, None, None] * 255
 STD = np.array(IMAGENET_STD, np.float32)[:, None, None] * 255
@@ -67,7 +68,10 @@ def test_gpu_graph_is_defined_without_a_gpu(variable):
                                 config=PipelineConfig(), variable=variable)
     frames_pipe = build_frames_pipeline(device="gpu", batch_size=4, size=None, clip_length=3,
                                         config=PipelineConfig(), variable=variable)
-    assert pipe is not None and frames_pipe is not None and len(OUTPUTS) == 2
+    names = VARIABLE_OUTPUTS if variable else OUTPUTS
+    assert output_devices(pipe) == ["gpu"] + ["cpu"] * (len(names) - 1)
+    assert output_devices(frames_pipe)[0] == "gpu"
+    assert decodes_on_gpu(pipe) and decodes_on_gpu(frames_pipe)
 
 
 @pytest.mark.parametrize("variable", [False, True])

@@ -5,10 +5,10 @@ Each codec family is checked on real clips encoded with PyAV (dali_pipes/testing
 import numpy as np
 import pytest
 
-from dali_pipes.testing.sample_video import synthetic_frames, write_video
 from dali_pipes.pipelines.config import PipelineConfig, load_config
 from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.sources.video import VideoFolderSource
+from dali_pipes.testing.sample_video import synthetic_frames, write_video
 from tests.conftest import write_image_folder
 from torch_bridge import autoworkers
 from torch_bridge.autoworkers import auto_workers, data_codecs, rank_cores, resolve_workers

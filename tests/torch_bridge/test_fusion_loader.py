@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes.testing.sample_fusion import CHANNELS, fusion_dataset, small_fusion_folder
 from dali_pipes.align import align_to_frames
 from dali_pipes.formats.imu import imu_path_for, read_imu, write_imu
 from dali_pipes.sources.fusion import FusionFolderSource
+from dali_pipes.testing.sample_fusion import CHANNELS, fusion_dataset, small_fusion_folder
 from tests.torch_bridge.contract import LoaderContract, truncate
 from torch_bridge import SampleError, make_loader
 

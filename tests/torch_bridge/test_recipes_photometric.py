@@ -14,6 +14,7 @@ from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import build_image_pipeline
 from dali_pipes.pipelines.photometric import fused_photometric_applies
 from dali_pipes.recipes import image_recipe
+from tests.pipelines.graph import decodes_on_gpu, graph_ops, output_devices
 from torch_bridge import make_loader
 
 # (options, mean |dali - torch| bound in uint8 levels with DALI's own operators, the same
@@ -64,7 +65,9 @@ def test_gpu_graph_with_every_recipe_option_defines():
                        grayscale=0.2, blur=0.5, mean=0.5, std=0.5, auto_augment="autoaugment")
     pipe = build_image_pipeline(device="gpu", batch_size=4, size=24, config=PipelineConfig(),
                                 recipe=rec)
-    assert pipe is not None
+    ops = graph_ops(pipe)
+    assert output_devices(pipe) == ["gpu"] and decodes_on_gpu(pipe)
+    assert {"Hsv", "WarpAffine", "Flip"} <= set(ops)
     rec8 = image_recipe(dtype="uint8", color_jitter=0.2, auto_augment="randaugment", num_ops=3)
     build_image_pipeline(device="gpu", batch_size=4, size=24, config=PipelineConfig(),
                          recipe=rec8)

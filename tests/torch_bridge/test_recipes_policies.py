@@ -1,5 +1,5 @@
 """Augmentation policies (issue 12 item 3): each operation agrees between the DALI graph and
-torchvision (bench/policy_ops.py measures it), the policies' choices are a function of
+torchvision (bench/studies/policy_ops.py measures it), the policies' choices are a function of
 (seed, epoch, key), both backends agree, and bad options raise at make_loader time."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from bench.policy_ops import CASES, compare
-from bench.policy_ops import test_images as policy_images
+from bench.studies.policy_ops import CASES, compare
+from bench.studies.policy_ops import test_images as policy_images
 from dali_pipes.pipelines.policies import native_policy
 from dali_pipes.policies import OP, policy_ops
 from dali_pipes.recipes import image_recipe
@@ -53,7 +53,7 @@ def test_the_fused_operator_is_exactly_torchvision(fused, native_ops):
 
 
 def test_operations_change_the_image(images):
-    from bench.policy_ops import torch_apply
+    from bench.studies.policy_ops import torch_apply
     for name, magnitude in CASES:
         assert not np.array_equal(torch_apply(images, name, magnitude), images), name
 

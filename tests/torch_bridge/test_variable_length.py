@@ -11,9 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
-from dali_pipes.testing.sample_fusion import small_fusion_folder
-from dali_pipes.testing.sample_video import small_video_folder
 from dali_pipes.align import align_to_frames
 from dali_pipes.augment import flips
 from dali_pipes.clips import clip_lengths
@@ -24,6 +21,9 @@ from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
 from dali_pipes.schema import schema_for
 from dali_pipes.sources.fusion import FusionFolderSource
 from dali_pipes.sources.video import VideoFolderSource
+from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+from dali_pipes.testing.sample_fusion import small_fusion_folder
+from dali_pipes.testing.sample_video import small_video_folder
 from tests.conftest import BACKENDS
 from torch_bridge import SampleError, make_loader
 from torch_bridge.collate import pad_batch

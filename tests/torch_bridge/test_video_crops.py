@@ -8,13 +8,13 @@ import pytest
 import torch
 from torchvision.transforms.v2 import functional as F
 
-from dali_pipes.testing.sample_fusion import small_fusion_folder
-from dali_pipes.testing.sample_video import write_video
 from dali_pipes.augment import flips
 from dali_pipes.clip_crops import clip_windows
 from dali_pipes.formats.video import decode_frames_pyav
 from dali_pipes.frames import extract_tree
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD, schema_for
+from dali_pipes.testing.sample_fusion import small_fusion_folder
+from dali_pipes.testing.sample_video import write_video
 from torch_bridge import make_loader
 
 MEAN = torch.tensor(IMAGENET_MEAN).view(3, 1, 1) * 255

@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from dali_pipes.testing.sample_video import small_video_folder
 from dali_pipes.formats.video import probe_video
 from dali_pipes.frames import COMPLETE, TIMESTAMPS, frame_name
 from dali_pipes.sources.video_frames import is_frame_folder_tree
+from dali_pipes.testing.sample_video import small_video_folder
 from tests.torch_bridge.contract import LoaderContract, garbage_jpegs
 from torch_bridge import make_loader
 

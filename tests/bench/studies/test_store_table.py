@@ -1,0 +1,81 @@
+"""bench/studies/store_table.py end to end on tiny settings: every row (S3 through moto included),
+the listing probes and the worker memory come back in its JSON, with sane values."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.slow
+def test_store_table_reports_every_row(tmp_path):
+    out = tmp_path / "table.json"
+    env = {**os.environ, "DALI_PIPES_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "studies" / "store_table.py"), "--backends", "dali",
+         "--images", "16", "--batch-size", "8", "--steps", "1", "--warmup", "1",
+         "--rounds", "1", "--size", "32", "--device", "cpu", "--listing-samples", "300",
+         "--worker-batches", "1", "--work", str(tmp_path / "work"),
+         "--scale-dir", str(tmp_path / "scale"), "--json", str(out)],
+        capture_output=True, text=True, timeout=400, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    rows = {(e["row"], e["backend"]): e for e in report["throughput"]}
+    assert sorted(r for r, _ in rows) == sorted(["folder", "shards", "shards-320",
+                                                  "folder-pass", "s3-cold", "s3-warm"])
+    for entry in rows.values():
+        assert entry["samples_per_s"] > 0 and entry["wait_ms_p95"] > 0, entry
+        assert entry["repeats"] == 1
+    assert rows[("folder", "dali")]["vs_folder"] == 1.0
+    assert rows[("folder-pass", "dali")]["vs_folder"] == 1.0
+    assert rows[("s3-cold", "dali")]["steps"] == 2  # one pass: 16 images / batch 8
+    assert rows[("shards", "dali")]["steps"] == 1
+    # the pre-resized shards really hold smaller images (the built-in set is 500x375)
+    assert report["data"]["folder"]["mean_width"] == 500
+    assert report["data"]["shards-320"]["mean_width"] == 320
+    assert report["data"]["shards-320"]["mean_bytes"] < report["data"]["shards"]["mean_bytes"]
+    scale = report["listing"]
+    assert scale["samples"] == 300
+    for key in ("shards_source", "shards_loader", "folder_source", "folder_loader"):
+        assert scale[key]["samples"] == 300 and scale[key]["seconds"] > 0, key
+    for name in ("folder", "shards"):
+        workers = report["workers"][name]["workers"]
+        assert len(workers) == 2 and all(w["last"]["uss_mb"] > 0 for w in workers)
+    assert [isinstance(t["met"], bool) for t in report["targets"]] == [True] * 3
+    assert "| s3-warm | dali |" in proc.stdout
+
+
+def test_round_order_runs_each_row_once_cold_before_warm_and_rotates():
+    from bench.studies.store_table import ROWS, round_order
+    firsts = set()
+    for rnd in range(4):
+        order = round_order(rnd, list(ROWS), ["dali", "torch"])
+        assert sorted(order) == sorted((r, b) for r in ROWS for b in ("dali", "torch"))
+        for backend in ("dali", "torch"):
+            rows = [r for r, b in order if b == backend]
+            assert rows.index("s3-warm") == rows.index("s3-cold") + 1
+        backends = [b for _, b in order]
+        assert backends == sorted(backends, key=backends.index)  # one backend, then the other
+        firsts.add(order[0])
+    assert len(firsts) > 1
+    assert [r for r, _ in round_order(0, ["folder", "shards", "folder-pass"], ["dali"])] == \
+        ["folder", "shards", "folder-pass"]
+
+
+def test_targets_read_the_per_round_median():
+    from bench.studies.store_report import targets
+    from bench.studies.store_table import vs_folder_ratios
+    base = {"samples_per_s": 100.0, "rounds": [100.0, 100.0, 100.0], "cpu_ms_per_sample": 2.0}
+    row = {"samples_per_s": 160.0, "rounds": [140.0, 160.0, 300.0], "cpu_ms_per_sample": 1.0}
+    ratios = vs_folder_ratios(row, base)
+    assert ratios["vs_folder_rounds"] == [1.4, 1.6, 3.0]
+    assert ratios["vs_folder_round_median"] == 1.6 and ratios["cpu_vs_folder"] == 2.0
+    table = [{"row": "shards-320", "backend": "dali", **ratios},
+             {"row": "shards", "backend": "dali",
+              **vs_folder_ratios({**row, "rounds": [90.0, 99.0, 200.0]}, base)}]
+    verdicts = [(t["target"].split(" ")[0], t["met"]) for t in targets({"throughput": table})]
+    assert verdicts == [("shards-320", True), ("shards", False)]
