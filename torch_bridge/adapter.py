@@ -27,6 +27,7 @@ from dali_pipes.pipelines.config import DaliDevice, PipelineConfig, load_config
 from torch_bridge.dali_engine import DaliEngine
 from torch_bridge.errors import SampleError, SampleGuard
 from torch_bridge.loader import resolve_device
+from torch_bridge.protocols import DaliFeed
 from torch_bridge.workers import start_workers, stop_workers
 
 
@@ -124,11 +125,13 @@ class _DatasetPlan:
         stop_workers(self.loader)
 
 
-class _DatasetFeed:
-    """The image graph's feed for the plan's raw batches (`protocols.DaliFeed`): crop
-    parameters from the JPEG headers, labels kept until DALI returns the batch."""
+class _DatasetFeed(DaliFeed):
+    """The image graph's feed for the plan's raw batches: crop parameters from the JPEG
+    headers, labels kept until DALI returns the batch. Its feeds take the DataLoader's
+    batches in order, so they are prepared here, never in feed workers."""
 
     dali_outputs = image_graph.OUTPUTS
+    parallel_feeds = False
 
     def __init__(self, plan: _DatasetPlan, *, size: int, train: bool, seed: int, name: str):
         self.plan, self.size, self.train, self.seed, self.name = plan, size, train, seed, name

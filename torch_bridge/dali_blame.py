@@ -28,9 +28,8 @@ def blame(modality, prepared: Prepared, epoch: int, exc: Exception, *, device: s
     probe.build()
     culprits = []
     kept = prepared.kept.tolist()
-    split = getattr(modality, "sample_feeds", None)  # feeds that are not one row per sample
     for i, index in enumerate(kept):
-        one = split(prepared.feeds, i) if split else {k: [v[i]] for k, v in prepared.feeds.items()}
+        one = modality.sample_feeds(prepared.feeds, i)
         for name, arrays in one.items():
             probe.feed_input(name, arrays)
         try:

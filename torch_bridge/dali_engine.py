@@ -46,7 +46,6 @@ from torch_bridge.autoworkers import auto_workers, start_feed_pool
 from torch_bridge.dali_blame import blame, in_epoch
 from torch_bridge.errors import SampleError, SampleGuard, WorkerDied
 from torch_bridge.feeders import FeedPool, FeedWindow, PlanBatch, Prepared
-from torch_bridge.modalities.base import SourceModality
 from torch_bridge.pipe_ring import PipeRing, pipeline_count, ring_member_config
 from torch_bridge.protocols import BatchPlan, DaliFeed
 from torch_bridge.stats import LoaderStats
@@ -114,7 +113,7 @@ class DaliEngine:
         return self._pipe
 
     def _start_feeders(self) -> None:
-        if self._pool is not None or not isinstance(self.modality, SourceModality):
+        if self._pool is not None or not self.modality.parallel_feeds:
             return
         workers = auto_workers(self.config.py_num_workers, self.modality, self.dali_device)
         if workers > 0:

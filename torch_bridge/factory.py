@@ -102,14 +102,14 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion", "
     guard = SampleGuard(on_error)
     mod = spec.create(data, seed=seed, device=str(dev), options=modality_options)
     rank, world_size = _resolve_rank(rank, world_size)
-    sampler = sampler_for(sampling, min_per_source, source=getattr(mod, "source", None),
+    sampler = sampler_for(sampling, min_per_source, source=mod.source,
                           multi_source=isinstance(data, (list, tuple)),
                           batch_size=batch_size, shuffle=shuffle, repeats=repeats,
                           order=order, shard_window=shard_window)
     plan = EpochPlan(len(mod), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
                      rank=rank, world_size=world_size, sampler=sampler)
     engine = _engine(backend, mod, plan, dev, guard, config=config, reference=reference)
-    return Loader(engine, plan, guard, modality=modality, backend=backend,
+    return Loader(engine, plan, guard, modality=mod, device=dev, backend=backend,
                   log_every=log_every)
 
 

@@ -12,7 +12,7 @@ import torch
 
 from torch_bridge.errors import SampleGuard, Skipped
 from torch_bridge.plan import EpochPlan
-from torch_bridge.protocols import Engine
+from torch_bridge.protocols import Engine, Modality
 from torch_bridge.state import (
     STATE_VERSION,
     fingerprint,
@@ -35,25 +35,25 @@ class Loader:
     skipped comes empty (batch dimension 0); see `__iter__`, also for a second `iter()`.
     """
 
-    def __init__(self, engine: Engine, plan: EpochPlan, guard: SampleGuard, *, modality: str,
-                 backend: str, log_every: int | None = None):
+    def __init__(self, engine: Engine, plan: EpochPlan, guard: SampleGuard, *,
+                 modality: Modality, device: torch.device, backend: str,
+                 log_every: int | None = None):
         self._engine, self.plan, self._guard = engine, plan, guard
+        self._modality, self._device = modality, device
         self._stats, self.log_every = LoaderStats(), check_log_every(log_every)
-        self._stats.sizes = sample_bytes(getattr(engine, "modality", None))
+        self._stats.sizes = sample_bytes(modality)
         engine.stats = self._stats  # the engines add their stage times to it
-        self.modality, self.backend = modality, backend
+        self.modality, self.backend = modality.name, backend
         self.epoch = 0
         self._consumed = 0  # plan batches consumed in the current pass
         self._resume_from = 0  # where the next pass starts (non-zero after load_state_dict)
         self._live_pass: _Pass | None = None  # the pass of the last iter() (see __iter__)
         self._template: dict | None = None  # field -> (dtype, shape[1:], device) for empties
         # The listing is fixed at construction: hash it once, not on every state_dict().
-        self._order = _order_spec(plan, getattr(engine, "modality", None), modality)
+        self._order = _order_spec(plan, modality)
         self._fingerprint = _fingerprint(self._order)
-        # Batch-level work shared by both backends (image recipes: mixing, output format).
-        self._after = getattr(getattr(engine, "modality", None), "after_batch", None)
         # A loader dropped without close() still stops its workers / pipeline (also at exit).
-        self._finalizer = weakref.finalize(self, _close_engine, engine)
+        self._finalizer = weakref.finalize(self, _close, engine, modality)
 
     def __len__(self) -> int:
         """Batches of the current epoch on this rank, the same on every rank: a whole
@@ -83,8 +83,8 @@ class Loader:
         return str(self._source("path").path(int(index)))
 
     def _source(self, what: str) -> Any:
-        source = getattr(getattr(self._engine, "modality", None), "source", None)
-        if source is None or not hasattr(source, what):
+        source = self._modality.source
+        if not hasattr(source, what):
             raise AttributeError(f"the {self.modality!r} loader's data has no {what}")
         return source
 
@@ -135,8 +135,8 @@ class Loader:
                 if batch is None and self.plan.world_size == 1:
                     continue  # every sample skipped: left out; its wait goes to the next
                 if batch is not None:
-                    if self._after is not None:  # recipe work on the batch (mixing, ...)
-                        batch = self._after(batch, token.epoch, position)
+                    # batch-level work of both backends (image recipes: mixing, dtype, ...)
+                    batch = self._modality.after_batch(batch, token.epoch, position)
                     self._template = {k: (v.dtype, v.shape[1:], v.device)
                                       for k, v in batch.items()}
                 else:
@@ -171,7 +171,7 @@ class Loader:
         """Every field of this loader's batches with batch dimension 0: shapes from the
         last real batch, else from the modality's schema (other dimensions 0)."""
         if self._template is None:
-            self._template = _schema_template(self.modality, self._engine)
+            self._template = _schema_template(self._modality, self._device)
         return {name: torch.empty((0, *shape), dtype=dtype, device=device)
                 for name, (dtype, shape, device) in self._template.items()}
 
@@ -223,7 +223,7 @@ class Loader:
         """Stop worker processes, release the pipeline and close the files the source keeps
         open (hyperspectral memory maps) now; a later pass reopens them. A loader that is
         garbage collected (or alive at exit) is closed the same way."""
-        _close_engine(self._engine)
+        _close(self._engine, self._modality)
 
     def __enter__(self) -> Loader:
         return self
@@ -245,33 +245,27 @@ class _Pass:
         return generator is not None and generator.gi_frame is not None
 
 
-def _schema_template(name: str, engine) -> dict:
-    """field -> (dtype, shape[1:], device) from the batch schema of modality `name`
-    (every non-batch dimension 0); just "index" for a modality without a schema."""
-    from dali_pipes.schema import SCHEMAS, SOURCE_ID
-    device = getattr(engine, "device", torch.device("cpu"))
-    schema = dict(SCHEMAS.get(name, {"index": ("int64", "B")}))
-    if getattr(getattr(engine, "modality", None), "multi_source", False):
-        schema.update(SOURCE_ID)
+def _schema_template(modality: Modality, device: torch.device) -> dict:
+    """field -> (dtype, shape[1:], device) from the modality's batch schema (every
+    non-batch dimension 0)."""
+    from dali_pipes.schema import schema_for
+    schema = schema_for(modality.name, multi_source=modality.multi_source)
     return {field: (getattr(torch, dtype), (0,) * (len(layout) - 1), device)
             for field, (dtype, layout) in schema.items()}
 
 
-def _close_engine(engine) -> None:
+def _close(engine: Engine, modality: Modality) -> None:
     engine.close()
-    source = getattr(getattr(engine, "modality", None), "source", None)
-    close = getattr(source, "close", None)
+    close = getattr(modality.source, "close", None)
     if callable(close):
         close()
 
 
-def _listing_digest(modality) -> str | None:
+def _listing_digest(modality: Modality) -> str:
     """The source's own `listing_digest()` (names relative to their roots, sizes, mtimes and
-    whatever else the source reads when it is made); None for a modality without a source
-    (an in-memory data set). A source without the method is an error, not a weaker check."""
-    source = getattr(modality, "source", None)
-    if source is None:
-        return None
+    whatever else the source reads when it is made). A source without the method is an
+    error, not a weaker check."""
+    source = modality.source
     digest = getattr(source, "listing_digest", None)
     if not callable(digest):
         raise TypeError(f"{type(source).__name__} has no listing_digest(): every source must "
@@ -279,12 +273,12 @@ def _listing_digest(modality) -> str | None:
     return digest()
 
 
-def _order_spec(plan: EpochPlan, modality, name: str) -> dict[str, Any]:
+def _order_spec(plan: EpochPlan, modality: Modality) -> dict[str, Any]:
     """What defines the global order of a loader's epochs (JSON-serialisable); the layout
     (world size, batch size, drop_last) is not part of it: a state resumes across those."""
     return {"listing": _listing_digest(modality),
             "num_samples": plan.num_samples, "seed": plan.seed, "shuffle": plan.shuffle,
-            "modality": name,
+            "modality": modality.name,
             **(plan.sampler.describe() if plan.sampler is not None else {})}
 
 

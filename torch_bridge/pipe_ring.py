@@ -75,9 +75,7 @@ def pipeline_count(config: PipelineConfig, modality, device: str) -> int:
     pipeline keeps the cores busy."""
     if config.pipelines > 0:
         return config.pipelines
-    recipe = getattr(modality, "recipe", None)
-    policy = getattr(recipe, "auto_augment", None)
-    if not (device == "cpu" and policy and usable_cores() >= 2):
+    if not (device == "cpu" and modality.augment_policy and usable_cores() >= 2):
         return 1
     from dali_pipes.pipelines.policies import native_policy
 

@@ -5,6 +5,11 @@
     Modality      a registered modality: DaliFeed plus the torch reference path and source
     Engine        what `Loader` drives: `iterate(epoch, start)` and `close()`
 
+Optional hooks are declared here with their defaults (`regroup`, `sample_feeds`,
+`after_batch`, `parallel_feeds`, `augment_policy`, `padded_fields`, `multi_source`):
+a class that subclasses the protocol explicitly inherits them, so engines and the loader
+call every hook directly and never probe for it.
+
 All are `runtime_checkable`, so `isinstance(x, Modality)` checks that every member exists
 (not their signatures); tests/torch_bridge/test_protocols.py asserts that every registered
 modality, both engines and the adapter's feed and plan conform.
@@ -112,6 +117,37 @@ class DaliFeed(Protocol):
         """
         ...
 
+    # Whether `feeds` depends on nothing but (epoch, indices, keys, known-bad samples), so
+    # feed workers may prepare batches ahead in other processes.
+    parallel_feeds: bool = True
+    # The augmentation policy of the graph ("randaugment", ...), None without one: a graph of
+    # DALI's many small policy operators runs on a ring of pipelines (`pipe_ring`).
+    augment_policy: str | None = None
+
+    def regroup(self, batch: dict[str, Any], n_samples: int) -> dict[str, Any]:
+        """The graph's outputs made into the batch (default: as they are).
+
+        Args:
+            batch: output name -> tensor, as the pipeline returned them.
+            n_samples: the kept samples of the batch.
+
+        Returns:
+            The batch's fields (the frame-folder graph's per-frame outputs become clips).
+        """
+        return batch
+
+    def sample_feeds(self, feeds: Feeds, position: int) -> Feeds:
+        """The feeds of one sample of a batch, to run it alone (finding a failing sample).
+
+        Args:
+            feeds: graph input name -> the batch's arrays, as `feeds` returned them.
+            position: the sample's position among the kept samples.
+
+        Returns:
+            graph input name -> a one-sample list (default: row `position` of each input).
+        """
+        return {name: [values[position]] for name, values in feeds.items()}
+
     def meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """Fields that bypass the graph (label, index, ...).
 
@@ -131,11 +167,23 @@ class Modality(DaliFeed, Protocol):
 
     name: str
     source: Any  # index-addressable source: len(), labels, source_ids, path(i)
+    multi_source: bool = False  # `data` was a list of folders: batches hold "source_id"
+    padded_fields: tuple[str, ...] = ()  # fields the torch collate pads along time
 
-    @property
-    def padded_fields(self) -> tuple[str, ...]:
-        """Fields the torch collate pads along their time axis (empty: stack as is)."""
-        ...
+    def after_batch(self, batch: dict[str, Any], epoch: int, position: int
+                    ) -> dict[str, Any]:
+        """Batch-level work after either engine (default: none; images: mixing, output
+        dtype and memory format).
+
+        Args:
+            batch: the batch on the loader's device.
+            epoch: the plan's epoch.
+            position: the batch's position in the epoch.
+
+        Returns:
+            The batch the training loop receives.
+        """
+        return batch
 
     def load(self, epoch: int, index: int, key: int | None = None) -> dict[str, Any]:
         """One sample for the torch reference path, in a DataLoader worker.

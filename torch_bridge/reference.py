@@ -97,7 +97,7 @@ class _Collate:
         if not samples:
             return kept, None, skipped
         names = [f"{i}: {self.modality.path(i)}" for i in kept]
-        padded = getattr(self.modality, "padded_fields", ())
+        padded = self.modality.padded_fields
         if padded:
             batch = collate.pad_batch(samples, padded, names)
         else:

@@ -67,15 +67,13 @@ def attach_meta(batch: dict, modality, kept: np.ndarray | Sequence[int],
 
     Args:
         batch: field -> tensor (device tensors, and host tensors still to move).
-        modality: has `meta(indices) -> dict of numpy arrays`.
+        modality: a `DaliFeed` (`regroup`, `meta`).
         kept: the batch's dataset indices.
         device: the loader's device.
     Returns:
         `batch`, every field on `device`.
     """
-    regroup = getattr(modality, "regroup", None)  # per-frame outputs -> clips (frame folders)
-    if regroup is not None:
-        batch = regroup(batch, len(kept))
+    batch = modality.regroup(batch, len(kept))  # per-frame outputs -> clips (frame folders)
     host = {name: t for name, t in batch.items() if t.device.type == "cpu"}
     for name, values in modality.meta(np.asarray(kept, dtype=np.int64)).items():
         host[name] = torch.from_numpy(np.ascontiguousarray(values))

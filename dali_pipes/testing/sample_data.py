@@ -136,6 +136,6 @@ def large_photo(rng: np.random.Generator) -> np.ndarray:
     short_side = int(long_side * (3 / 4 if rng.random() < 0.5 else 2 / 3))
     height, width = (short_side, long_side) if rng.random() < 0.7 else (long_side, short_side)
     small = photo_like(rng, height // 4, width // 4)
-    big = np.asarray(Image.fromarray(small).resize((width, height), Image.BICUBIC))
+    big = np.asarray(Image.fromarray(small).resize((width, height), Image.Resampling.BICUBIC))
     grain = rng.normal(scale=2.5, size=(height, width, 1)).astype(np.float32)
     return np.clip(big + grain, 0, 255).astype(np.uint8)

@@ -17,13 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from dali_pipes.testing.sample_data import cache_root, encode_jpeg, photo_like
 
-CATEGORIES = ({"id": 1, "name": "box"}, {"id": 3, "name": "ellipse"},
-              {"id": 7, "name": "triangle"})
+CATEGORIES: tuple[dict[str, Any], ...] = (
+    {"id": 1, "name": "box"}, {"id": 3, "name": "ellipse"}, {"id": 7, "name": "triangle"})
 
 
 def _shape(rng: np.random.Generator, h: int, w: int, kind: int):
@@ -88,7 +89,8 @@ def write_detection_folder(root: Path, *, n_images: int, seed: int = 0,
     from PIL import Image, ImageDraw
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True, exist_ok=True)
-    images, anns = [], []
+    images: list[dict] = []
+    anns: list[dict] = []
     for i in range(n_images):
         h, w = sizes[i % len(sizes)]
         iid = 10 * (i + 1)

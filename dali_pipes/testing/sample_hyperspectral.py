@@ -67,7 +67,7 @@ def write_scene(folder: Path, name: str, values: np.ndarray, labels: np.ndarray,
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     if kind == "envi":
-        from spectral.io import envi
+        from spectral.io import envi  # type: ignore[import-untyped]
 
         path = folder / f"{name}.hdr"
         meta = {} if wavelengths is None else {
@@ -77,7 +77,8 @@ def write_scene(folder: Path, name: str, values: np.ndarray, labels: np.ndarray,
     elif kind == "spe":
         from dali_pipes.formats._spe_writer import write_spe
 
-        path = write_spe(folder / f"{name}.spe", values, version=3.0, wavelengths=wavelengths)
+        path = Path(write_spe(folder / f"{name}.spe", values, version=3.0,
+                              wavelengths=None if wavelengths is None else list(wavelengths)))
     else:
         raise ValueError(f"kind must be 'envi' or 'spe', got {kind!r}")
     np.save(folder / f"{name}.labels.npy", labels)

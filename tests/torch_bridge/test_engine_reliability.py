@@ -154,7 +154,8 @@ def test_a_worker_killed_half_way_through_a_result_raises_within_seconds(tmp_pat
     guard = SampleGuard("raise")
     engine = DaliEngine(mod, plan, device=torch.device("cpu"),
                         config=load_config({"py_num_workers": 2}), guard=guard)
-    loader = Loader(engine, plan, guard, modality="hyperspectral", backend="dali")
+    loader = Loader(engine, plan, guard, modality=mod, device=torch.device("cpu"),
+                    backend="dali")
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(WorkerDied, match=r"epoch 0, batch 0: a feed worker process died"):
         _bounded(lambda: list(loader), seconds=30)

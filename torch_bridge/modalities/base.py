@@ -5,6 +5,7 @@ import numpy as np
 import torch
 
 from dali_pipes.schema import pixel_mean_std
+from torch_bridge.protocols import Modality
 
 # The normalisation of RGB pixels both backends apply (the DALI graphs take the same
 # values from dali_pipes.schema): (x - mean) / std on the 0..255 scale, channels at dim 1.
@@ -34,14 +35,13 @@ def aug_keys(indices, keys=None) -> np.ndarray:
     return np.atleast_1d(np.asarray(indices if keys is None else keys, dtype=np.int64))
 
 
-class SourceModality:
+class SourceModality(Modality):
     """Length, file paths and the fields that bypass decoding (label, index, source_id).
 
     Subclasses set `self.source` (with `labels`, `source_ids`, `path(i)`, `len()`) and call
-    `_set_source`; `_extra_meta` adds their own per-sample fields.
+    `_set_source`; `_extra_meta` adds their own per-sample fields. The optional hooks
+    (`after_batch`, `regroup`, ...) keep the defaults `Modality` declares unless overridden.
     """
-
-    padded_fields: tuple[str, ...] = ()  # fields the torch collate pads along time
 
     def _set_source(self, source, data) -> None:
         self.source = source

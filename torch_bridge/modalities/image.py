@@ -98,6 +98,7 @@ class ImageModality(SourceModality):
         self.recipe = image_recipe(**options)
         if self.decode.alpha:
             self.recipe = with_alpha_channel(self.recipe, *alpha_norm)
+        self.augment_policy = self.recipe.auto_augment
         self._set_source(_image_source(data, max_pixels, image_column, label_column,
                                        {"storage_options": storage_options,
                                         "cache_dir": cache_dir, "cache_limit": cache_limit}),
