@@ -20,9 +20,11 @@ SHARD = 40_000  # bytes: the 37 test JPEGs (~6 kB each) make several shards
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
-    """Shards, records and manifest (indexes hold the shards' mtimes: not compared)."""
+    """Shards, records, plan and manifest (indexes hold the shards' mtimes, lock files pids:
+    not compared)."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())
-            if p.is_file() and not p.name.endswith(".index.npz")}
+            if p.is_file() and not p.name.endswith(".index.npz")
+            and not p.name.startswith(".")}
 
 
 def test_plan_cuts_by_bytes_and_parts_split_by_stride():
