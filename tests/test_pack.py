@@ -54,6 +54,7 @@ def test_round_trip_gives_the_folders_batches(image_folder, tmp_path, backend):
         folder, shards = (make_loader("image", d, **opts) for d in (image_folder, out))
         folder.set_epoch(epoch), shards.set_epoch(epoch)
         assert_same(copies(shards), copies(folder))
+    assert shards.classes == folder.classes == manifest["classes"]  # from the manifest
 
 
 def test_the_webdataset_package_reads_the_shards(image_folder, tmp_path):
