@@ -126,3 +126,24 @@ def test_shuffle_mixes_classes_within_shards_deterministically(image_folder, tmp
     assert json.loads((again / "manifest.json").read_text())["options"]["shuffle"] == 3
     with pytest.raises(ValueError, match="shuffle"):
         pack(image_folder, tmp_path / "bad", shuffle=-1)
+
+
+def test_shard_classes_come_from_the_pack_manifest_when_it_is_the_pack_tools(image_folder,
+                                                                             tmp_path):
+    from dali_pipes.formats.errors import FormatError
+    out = _out(image_folder, tmp_path / "out", part=(0, 1))
+    assert ShardSource(out).classes == ("class_0", "class_1", "class_2")
+    manifest_path = out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.rename(out / "manifest-part-0-of-1.json")  # a part's manifest serves too
+    assert ShardSource(out).classes == ("class_0", "class_1", "class_2")
+    (out / "manifest-part-0-of-1.json").unlink()
+    manifest_path.write_text(json.dumps({"name": "someone else's manifest"}))
+    assert ShardSource(out).classes == ("0", "1", "2")
+    for bad, field in ((["a", "b"], "classes: names 2 classes"), ("abc", "classes: not a list")):
+        manifest_path.write_text(json.dumps({**manifest, "classes": bad}))
+        with pytest.raises(FormatError, match=f"manifest.json: {field}"):
+            ShardSource(out)
+    manifest_path.write_text("{not json")
+    with pytest.raises(FormatError, match="manifest.json: manifest: not readable JSON"):
+        ShardSource(out)
