@@ -75,14 +75,19 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
     for name, value in (*options.items(), ("workers", workers)):
         if value is not None or name in ("shard_size", "quality", "workers"):
             check_option(name, value)
-    check_part(part)
+    part = check_part(part)
     out = check_paths(src, dst)
     source = _source(src)
     order = np.arange(len(source)) if shuffle is None else sample_order(len(source), shuffle)
     out.mkdir(parents=True, exist_ok=True)
     with locked(out, part, overwrite):
-        clean(out, everything=overwrite)
-        plan = make_plan(source.listing_digest(), **options)
+        gone = clean(out, everything=overwrite)
+        if gone:
+            print(f"{out}: deleted {len(gone)} files of the pack tool ("
+                  + ("--overwrite" if overwrite else "temporary files of dead packers") + ")",
+                  file=sys.stderr)
+        plan = make_plan(source.listing_digest(), shard_size=shard_size, max_side=max_side,
+                         quality=quality, shuffle=shuffle)
         digest = claim_plan(out, plan)
         return _write(source, out, order, options, (plan, digest), part, workers, progress)
 
