@@ -11,13 +11,14 @@ SRC's indices, so sample i of DST is SRC's sample `int(key)`): class folders are
 after class, so without it each shard holds one or two classes, which `order="shards"` (a
 few shards at a time per rank) turns into batches of few classes.
 
-Deterministic (the same SRC and options give the same bytes), resumable (a shard with its
-`.json` record beside it is complete and skipped), parallel (`--workers`), and `--part i/N`
-writes every N-th shard starting at i, so N machines share the work without talking.
+Deterministic (the same SRC and options give the same bytes), resumable only under the same
+plan (SRC's listing, the options that change bytes, the tool's version; another plan is
+refused unless `--overwrite`, see `dali_pipes.pack_resume`), locked (a second packer of the
+same DST and part fails at once), parallel (`--workers`), and `--part i/N` writes every N-th
+shard starting at i, so N machines share the work without talking.
 """
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -27,24 +28,33 @@ from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.pack_args import (
+    DEFAULT_SHARD_SIZE,
+    PackArgumentError,
+    check_option,
+    check_part,
+    check_paths,
+)
+from dali_pipes.pack_args import parser as cli_parser
+from dali_pipes.pack_resume import PackRefused, claim_plan, clean, locked, make_plan, shard_state
 from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.stores.shard_writer import (
     part_shards,
     plan_shards,
     shard_name,
+    temp_name,
     write_shard,
 )
-
-DEFAULT_SHARD_SIZE = 256 << 20
 
 
 def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None = None,
          quality: int = 90, part: tuple[int, int] = (0, 1), workers: int = 1,
-         shuffle: int | None = None, progress: bool | None = None) -> dict:
+         shuffle: int | None = None, progress: bool | None = None,
+         overwrite: bool = False) -> dict:
     """Write the class folders of `src` as shards into `dst` (see the module doc).
 
     Args:
-        src: a folder of class folders of images.
+        src: a local folder of class folders of images.
         dst: the output folder (created).
         shard_size: the most image bytes (as read from SRC) per shard.
         max_side: re-encode images whose longer side exceeds this as JPEGs this large.
@@ -53,28 +63,69 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
         workers: processes encoding shards.
         shuffle: a seed: write the samples in that permutation of SRC's order (None: in order).
         progress: rich progress bar (True), plain lines (False), or by terminal (None).
+        overwrite: delete what the pack tool wrote in `dst` before and start over (else a
+            `dst` written by another plan is refused: `PackRefused`).
 
     Returns:
-        The manifest written.
+        The manifest written. `PackArgumentError` (a ValueError) names a bad argument,
+        `PackRefused` a destination this run must not write (another plan, another packer).
     """
-    source = ImageFolderSource(src)
+    options = {"shard_size": shard_size, "max_side": max_side, "quality": quality,
+               "shuffle": shuffle}
+    for name, value in (*options.items(), ("workers", workers)):
+        if value is not None or name in ("shard_size", "quality", "workers"):
+            check_option(name, value)
+    part = check_part(part)
+    out = check_paths(src, dst)
+    source = _source(src)
     order = np.arange(len(source)) if shuffle is None else sample_order(len(source), shuffle)
-    sizes = np.asarray([os.path.getsize(source.files[i]) for i in order.tolist()], np.int64)
-    plan = plan_shards(sizes, shard_size)
-    mine = part_shards(len(plan), *part)
-    out = Path(dst)
     out.mkdir(parents=True, exist_ok=True)
-    pending = [j for j in mine if not _complete(out, j)]
+    with locked(out, part, overwrite):
+        gone = clean(out, everything=overwrite)
+        if gone:
+            print(f"{out}: deleted {len(gone)} files of the pack tool ("
+                  + ("--overwrite" if overwrite else "temporary files of dead packers") + ")",
+                  file=sys.stderr)
+        plan = make_plan(source.listing_digest(), shard_size=shard_size, max_side=max_side,
+                         quality=quality, shuffle=shuffle)
+        digest = claim_plan(out, plan)
+        return _write(source, out, order, options, (plan, digest), part, workers, progress)
+
+
+def _write(source, out: Path, order: np.ndarray, options: dict, plan: tuple[dict, str],
+           part: tuple[int, int], workers: int, progress: bool | None) -> dict:
+    sizes = np.asarray([os.path.getsize(source.files[i]) for i in order.tolist()], np.int64)
+    shards = plan_shards(sizes, options["shard_size"])
+    mine = part_shards(len(shards), *part)
+    pending = _pending(out, mine, plan[1])
     jobs = [(str(out / shard_name(j)), [(f"{i:09d}", source.files[i], int(source.labels[i]))
-                                        for i in order[plan.samples(j)].tolist()],
-             max_side, quality) for j in pending]
+                                        for i in order[shards.samples(j)].tolist()],
+             options["max_side"], options["quality"], plan[1]) for j in pending]
     _run(jobs, workers, _reporter(len(mine), len(mine) - len(pending), progress))
-    manifest = _manifest(source, out, mine, len(plan),
-                         {"shard_size": shard_size, "max_side": max_side, "quality": quality,
-                          "shuffle": shuffle})
+    manifest = _manifest(source, out, mine, len(shards), options)
+    manifest["plan"] = {**plan[0], "digest": plan[1]}
     name = "manifest.json" if part[1] == 1 else f"manifest-part-{part[0]}-of-{part[1]}.json"
     _write_json(out / name, manifest)
     return manifest
+
+
+def _pending(out: Path, mine: list[int], digest: str) -> list[int]:
+    """The shards of `mine` to write: missing or damaged ones (said on stderr)."""
+    pending = []
+    for j in mine:
+        state = shard_state(out, shard_name(j), digest)
+        if state.startswith("damaged"):
+            print(f"{out / shard_name(j)}: {state}; writing it again", file=sys.stderr)
+        if state != "done":
+            pending.append(j)
+    return pending
+
+
+def _source(src) -> ImageFolderSource:
+    try:
+        return ImageFolderSource(src)
+    except (OSError, ValueError) as exc:
+        raise PackArgumentError(f"SRC {src}: {exc}") from exc
 
 
 def sample_order(n: int, seed: int) -> np.ndarray:
@@ -82,10 +133,6 @@ def sample_order(n: int, seed: int) -> np.ndarray:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"shuffle must be a seed (an int >= 0) or None, got {seed!r}")
     return np.random.default_rng([int(seed), 0x5041434B]).permutation(n)
-
-
-def _complete(out: Path, shard: int) -> bool:
-    return (out / shard_name(shard)).is_file() and (out / f"{shard_name(shard)}.json").is_file()
 
 
 def _run(jobs: list, workers: int, report) -> None:
@@ -99,10 +146,10 @@ def _run(jobs: list, workers: int, report) -> None:
 
 
 def _pack_shard(job) -> str:
-    path, samples, max_side, quality = job
+    path, samples, max_side, quality, digest = job
     members = [(key, *_encode(file, max_side, quality), label) for key, file, label in samples]
     record = write_shard(path, members)
-    _write_json(Path(f"{path}.json"), record)
+    _write_json(Path(f"{path}.json"), {**record, "plan": digest})
     return os.path.basename(path)
 
 
@@ -137,7 +184,7 @@ def _manifest(source, out: Path, mine: list[int], n_shards: int, options: dict) 
 
 
 def _write_json(path: Path, value: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = Path(temp_name(path))
     tmp.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
@@ -163,32 +210,20 @@ def _reporter(total: int, done: int, progress: bool | None):
     return report
 
 
-def _part(text: str) -> tuple[int, int]:
-    try:
-        i, n = (int(v) for v in text.split("/"))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--part {text!r}: expected i/N, e.g. 0/4") from exc
-    return i, n
-
-
 def main(argv: list[str] | None = None) -> int:
-    """The command line (see the module doc)."""
-    parser = argparse.ArgumentParser(prog="python -m dali_pipes.pack", description=__doc__
-                                     .split("\n\n")[0])
-    parser.add_argument("src")
-    parser.add_argument("dst")
-    parser.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE)
-    parser.add_argument("--max-side", type=int, default=None)
-    parser.add_argument("--quality", type=int, default=90)
-    parser.add_argument("--part", type=_part, default=(0, 1))
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--shuffle", type=int, default=None, metavar="SEED",
-                        help="write the samples in a seeded permutation (mixes classes "
-                             "within shards, for order='shards')")
+    """The command line (see the module doc): exit 2 for a bad argument, 1 when DST is
+    refused (written by another plan, or another packer holds it)."""
+    parser = cli_parser(__doc__.split("\n\n")[0])
     args = parser.parse_args(argv)
-    manifest = pack(args.src, args.dst, shard_size=args.shard_size, max_side=args.max_side,
-                    quality=args.quality, part=args.part, workers=args.workers,
-                    shuffle=args.shuffle)
+    try:
+        manifest = pack(args.src, args.dst, shard_size=args.shard_size,
+                        max_side=args.max_side, quality=args.quality, part=args.part,
+                        workers=args.workers, shuffle=args.shuffle, overwrite=args.overwrite)
+    except PackArgumentError as exc:
+        parser.error(str(exc))
+    except PackRefused as exc:
+        print(f"{parser.prog}: refused: {exc}", file=sys.stderr)
+        return 1
     print(f"{args.dst}: {len(manifest['shards'])} of {manifest['shards_total']} shards, "
           f"{manifest['samples']} samples in {len(manifest['classes'])} classes")
     return 0

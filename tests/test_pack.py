@@ -20,9 +20,11 @@ SHARD = 40_000  # bytes: the 37 test JPEGs (~6 kB each) make several shards
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
-    """Shards, records and manifest (indexes hold the shards' mtimes: not compared)."""
+    """Shards, records, plan and manifest (indexes hold the shards' mtimes, lock files pids:
+    not compared)."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())
-            if p.is_file() and not p.name.endswith(".index.npz")}
+            if p.is_file() and not p.name.endswith(".index.npz")
+            and not p.name.startswith(".")}
 
 
 def test_plan_cuts_by_bytes_and_parts_split_by_stride():
@@ -52,6 +54,7 @@ def test_round_trip_gives_the_folders_batches(image_folder, tmp_path, backend):
         folder, shards = (make_loader("image", d, **opts) for d in (image_folder, out))
         folder.set_epoch(epoch), shards.set_epoch(epoch)
         assert_same(copies(shards), copies(folder))
+    assert shards.classes == folder.classes == manifest["classes"]  # from the manifest
 
 
 def test_the_webdataset_package_reads_the_shards(image_folder, tmp_path):
@@ -123,3 +126,24 @@ def test_shuffle_mixes_classes_within_shards_deterministically(image_folder, tmp
     assert json.loads((again / "manifest.json").read_text())["options"]["shuffle"] == 3
     with pytest.raises(ValueError, match="shuffle"):
         pack(image_folder, tmp_path / "bad", shuffle=-1)
+
+
+def test_shard_classes_come_from_the_pack_manifest_when_it_is_the_pack_tools(image_folder,
+                                                                             tmp_path):
+    from dali_pipes.formats.errors import FormatError
+    out = _out(image_folder, tmp_path / "out", part=(0, 1))
+    assert ShardSource(out).classes == ("class_0", "class_1", "class_2")
+    manifest_path = out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.rename(out / "manifest-part-0-of-1.json")  # a part's manifest serves too
+    assert ShardSource(out).classes == ("class_0", "class_1", "class_2")
+    (out / "manifest-part-0-of-1.json").unlink()
+    manifest_path.write_text(json.dumps({"name": "someone else's manifest"}))
+    assert ShardSource(out).classes == ("0", "1", "2")
+    for bad, field in ((["a", "b"], "classes: names 2 classes"), ("abc", "classes: not a list")):
+        manifest_path.write_text(json.dumps({**manifest, "classes": bad}))
+        with pytest.raises(FormatError, match=f"manifest.json: {field}"):
+            ShardSource(out)
+    manifest_path.write_text("{not json")
+    with pytest.raises(FormatError, match="manifest.json: manifest: not readable JSON"):
+        ShardSource(out)

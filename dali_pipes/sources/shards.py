@@ -19,6 +19,7 @@ from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.image import check_max_pixels
+from dali_pipes.sources.shard_manifest import manifest_classes
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
 from dali_pipes.stores.local import LocalStore
 from dali_pipes.stores.remote import FsspecStore, is_url
@@ -62,7 +63,8 @@ class ShardSource:
         self.labels = _concat([i.labels for i in indexes], np.int64)
         self._names = _concat([i.names for i in indexes], np.uint8)
         self._name_ends = _concat(_shifted_ends(indexes), np.int64)
-        self.classes = tuple(str(c) for c in np.unique(self.labels[self.labels >= 0]))
+        self.classes = manifest_classes(self.roots, self.labels) or tuple(
+            str(c) for c in np.unique(self.labels[self.labels >= 0]))
         self.ignored = sum(i.ignored for i in indexes)
         _warn_truncated(indexes)
         if len(self.labels) == 0:

@@ -11,12 +11,17 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
+import socket
 import tarfile
 from dataclasses import dataclass
 
 import numpy as np
 
 from dali_pipes.stores.tar_index import load_index
+
+# This host, as temporary names carry it (word characters only).
+HOST = re.sub(r"\W", "_", socket.gethostname()) or "host"
 
 
 @dataclass(frozen=True)
@@ -67,26 +72,36 @@ def shard_name(shard: int) -> str:
     return f"shard-{shard:06d}.tar"
 
 
+def temp_name(path: str | os.PathLike) -> str:
+    """`path`'s temporary name for this process: `<path>.<host>_<pid>.tmp`, so no two
+    writers (here, or on another host sharing the folder) ever write the same one."""
+    return f"{os.fspath(path)}.{HOST}_{os.getpid()}.tmp"
+
+
 def write_shard(path: str, members: list[tuple[str, str, bytes, int]]) -> dict:
     """Write one shard atomically and index it.
 
     Args:
-        path: the shard to write (`.tmp` beside it until complete, then renamed).
+        path: the shard to write (under `temp_name(path)` until complete, then renamed).
         members: (key, image extension, image bytes, label) per sample, in order.
 
     Returns:
         {"samples", "bytes", "sha256"} of the written shard.
     """
-    tmp = f"{path}.tmp"
+    tmp = temp_name(path)
     digest = hashlib.sha256()
-    with open(tmp, "wb") as raw:
-        writer = _HashingFile(raw, digest)
-        with tarfile.open(fileobj=writer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-            for key, ext, data, label in members:
-                _add(tar, f"{key}.{ext}", data)
-                _add(tar, f"{key}.cls", str(int(label)).encode())
-        size = raw.tell()
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as raw:
+            writer = _HashingFile(raw, digest)
+            with tarfile.open(fileobj=writer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+                for key, ext, data, label in members:
+                    _add(tar, f"{key}.{ext}", data)
+                    _add(tar, f"{key}.cls", str(int(label)).encode())
+            size = raw.tell()
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     load_index(path)
     return {"samples": len(members), "bytes": size, "sha256": digest.hexdigest()}
 
