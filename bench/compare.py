@@ -46,11 +46,6 @@ from bench.metrics import LoadMonitor  # noqa: E402
 from bench.report import print_table, speedups, write_json  # noqa: E402
 from torch_bridge import registry  # noqa: E402
 
-# "dali:<preset>" is our DALI backend with another decode preset.
-DEFAULT_BACKENDS = {"image": ["dali", "torch", "classic", "dali-stock", "adapter",
-                              "dali:throughput"],
-                    "hyperspectral": ["dali", "torch"], "video": ["dali", "torch"],
-                    "fusion": ["dali", "torch"]}
 METRICS = ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent", "gpu_util_percent",
            "peak_rss_mb", "cpu_ms_per_sample")
 # the last line of a Python traceback: "pkg.mod.SampleError: sample 3 (...): ..."
@@ -274,7 +269,7 @@ def main(argv=None) -> int:
         check_recipe(args.recipe, args.modality)
     data = Path(args.data) if args.data else sample_data(args.modality, args.sample)
     backends = args.backends.split(",") if args.backends else RECIPE_BACKENDS if args.recipe \
-        else DEFAULT_BACKENDS.get(args.modality, ["dali", "torch"])
+        else list(registry.get(args.modality).compare_rows)
     with LoadMonitor() as load:
         results = run_all(args, data, device, backends)
     report = {"modality": args.modality, "device": device, "results": results,

@@ -2,7 +2,8 @@
 
 Batch fields: name -> (dtype, layout), numpy dtype names. Layout letters: B batch, C channels,
 H/W height and width, T time. Every batch of every modality also holds "index". A field whose
-layout has a T axis is padded along it when clips have their own lengths (`time_fields`).
+layout has a T axis is padded along it when clips have their own lengths
+(`BatchSchema.time_fields`). Each modality's `BatchSchema` is named once, in the registry.
 
 Graph inputs (`Input`): what each graph module's `external_source` nodes take, per sample;
 `dali_pipes.pipelines.inputs` builds the nodes from them and the loader checks that a
@@ -153,67 +154,64 @@ LENGTHS = {  # pad="variable" clips: batches padded to their longest clip
     "mask": ("bool", "BT"),  # True at real frames
 }
 
-SCHEMAS = {"image": IMAGE, "video": VIDEO, "hyperspectral": HYPERSPECTRAL, "fusion": FUSION,
-           "detection": DETECTION}
-# The fields each modality's graph returns, in output order (the rest come from meta()).
-GRAPH_OUTPUTS = {"image": ("image",), "video": ("frames", "timestamps"),
-                 "hyperspectral": ("cube",),
-                 "fusion": ("frames", "timestamps", "imu", "imu_valid"),
-                 # the frame-folder graph (kind "frames" of "video"): one sample per frame,
-                 # regrouped into the video batch by FrameFolderModality.regroup
-                 "frames": ("frames", "timestamps", "clip"),
-                 "detection": ("image", "boxes", "labels", "num_boxes", "box_valid",
-                               "iscrowd", "dropped_boxes")}  # + "masks" with masks=True
 LENGTH_OUTPUTS = tuple(LENGTHS)
-VARIABLE = frozenset(name for name, fields in SCHEMAS.items()
-                     if any("T" in layout for _, layout in fields.values()))
-VIEW_MODALITIES = VARIABLE  # the clip modalities: multi-view evaluation with views=
 
 
-def time_fields(modality: str) -> tuple[str, ...]:
-    """The graph outputs of `modality` with a time axis: padded along it per batch when clips
-    keep their own lengths (pad="variable").
+@dataclass(frozen=True)
+class BatchSchema:
+    """One modality's batch: `fields` name -> (dtype, layout) and the fields its DALI graph
+    returns, in output order (`outputs`; the rest come from the modality's meta()). The
+    registry (`torch_bridge.registry`) names each modality's schema once."""
 
-    Args:
-        modality: a key of SCHEMAS.
+    fields: dict[str, tuple[str, str]]
+    outputs: tuple[str, ...]
 
-    Returns:
-        Field names in output order (empty for modalities without a time axis).
-    """
-    fields = _schema(modality)
-    return tuple(name for name in GRAPH_OUTPUTS[modality] if "T" in fields[name][1])
+    @property
+    def clips(self) -> bool:
+        """Whether samples are clips (fields with a T axis): variable-length batches and
+        multi-view evaluation apply."""
+        return any("T" in layout for _, layout in self.fields.values())
+
+    def time_fields(self) -> tuple[str, ...]:
+        """The graph outputs with a time axis, in output order: padded along it per batch
+        when clips keep their own lengths (pad="variable"); empty without a time axis."""
+        return tuple(name for name in self.outputs if "T" in self.fields[name][1])
+
+    def batch(self, *, multi_source: bool = False, variable: bool = False,
+              views: bool = False) -> dict[str, tuple[str, str]]:
+        """Every field of a batch.
+
+        Args:
+            multi_source: `data` is a list of folders (batches hold "source_id").
+            variable: clips of their own lengths (batches hold "length" and "mask").
+            views: multi-view evaluation, `views=(clips, crops)` (batches hold "video" and
+                "view").
+
+        Returns:
+            name -> (numpy dtype name, layout).
+        """
+        if (variable or views) and not self.clips:
+            what = "variable-length batches" if variable else "views="
+            raise ValueError(f"{what} are for clip modalities (fields with a time axis), "
+                             f"not a batch of {sorted(self.fields)}")
+        schema = dict(self.fields)
+        if multi_source:
+            schema.update(SOURCE_ID)
+        if variable:
+            schema.update(LENGTHS)
+        if views:
+            schema.update(VIEWS)
+        return schema
 
 
-def _schema(modality: str) -> dict[str, tuple[str, str]]:
-    if modality not in SCHEMAS:
-        raise ValueError(f"unknown modality {modality!r}; known: {sorted(SCHEMAS)}")
-    return SCHEMAS[modality]
+IMAGE_SCHEMA = BatchSchema(IMAGE, ("image",))
+VIDEO_SCHEMA = BatchSchema(VIDEO, ("frames", "timestamps"))
+HYPERSPECTRAL_SCHEMA = BatchSchema(HYPERSPECTRAL, ("cube",))
+FUSION_SCHEMA = BatchSchema(FUSION, ("frames", "timestamps", "imu", "imu_valid"))
+DETECTION_SCHEMA = BatchSchema(DETECTION, ("image", "boxes", "labels", "num_boxes",
+                                           "box_valid", "iscrowd", "dropped_boxes"))
+# + "masks" / "semantic" with masks=True / semantic=True (dali_pipes.pipelines.detection)
 
-
-def schema_for(modality: str, multi_source: bool = False,
-               variable: bool = False, views: bool = False) -> dict[str, tuple[str, str]]:
-    """Every field of a batch of `modality`.
-
-    Args:
-        modality: a key of SCHEMAS.
-        multi_source: `data` is a list of folders (batches hold "source_id").
-        variable: clips of their own lengths (batches hold "length" and "mask").
-        views: multi-view evaluation, `views=(clips, crops)` (batches hold "video" and
-            "view").
-
-    Returns:
-        name -> (numpy dtype name, layout).
-    """
-    schema = dict(_schema(modality))
-    if variable and modality not in VARIABLE:
-        raise ValueError(f"variable-length batches are for {sorted(VARIABLE)}, not "
-                         f"{modality!r}")
-    if views and modality not in VIEW_MODALITIES:
-        raise ValueError(f"views= is for {sorted(VIEW_MODALITIES)}, not {modality!r}")
-    if multi_source:
-        schema.update(SOURCE_ID)
-    if variable:
-        schema.update(LENGTHS)
-    if views:
-        schema.update(VIEWS)
-    return schema
+# The frame-folder graph (kind "frames" of "video"): one sample per frame, regrouped into
+# the video batch by FrameFolderModality.regroup.
+FRAME_OUTPUTS = ("frames", "timestamps", "clip")

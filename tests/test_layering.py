@@ -70,3 +70,30 @@ def test_library_never_imports_bench():
                  for path in (ROOT / package).rglob("*.py")}
     assert len(offenders) > 100
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def _modality_lists(path: Path, names: set[str]) -> list[int]:
+    """Lines of `path` holding a literal collection (tuple, list, set, dict keys, Literal)
+    that names three or more modalities: a per-modality list beside the registry."""
+    import ast
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        items = (node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set))
+                 else node.keys if isinstance(node, ast.Dict) else [])
+        named = {i.value for i in items if isinstance(i, ast.Constant)} & names
+        if len(named) >= 3:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_registry_is_the_only_list_of_modalities():
+    """Schemas, make_loader's argument, the check tool and compare.py's rows all derive from
+    torch_bridge.registry: no other module of the library or bench lists the modalities."""
+    from torch_bridge import registry
+    names = set(registry.names())
+    found = {str(path.relative_to(ROOT)): _modality_lists(path, names)
+             for package in ("dali_pipes", "torch_bridge", "bench")
+             for path in (ROOT / package).rglob("*.py")}
+    assert found["torch_bridge/registry.py"] == [] and len(found) > 150
+    assert _modality_lists(ROOT / "tests" / "torch_bridge" / "test_registry.py", names)
+    assert {path: lines for path, lines in found.items() if lines} == {}

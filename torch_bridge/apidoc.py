@@ -164,7 +164,7 @@ def _note(comments: dict[str, dict[str, str]], modality: str, name: str) -> str:
 
 def render_schema() -> str:
     """The text of docs/schema.md."""
-    from dali_pipes import schema
+    from torch_bridge import registry
     comments = _field_comments()
     parts = [HEADER, "# Batch schema", "",
              "Every loader yields `dict[str, torch.Tensor]` batches with these fields, the "
@@ -175,10 +175,9 @@ def render_schema() -> str:
              "padded to the batch's longest clip; `video` and `view` with `views=(clips, "
              "crops)` (video, fusion; docs/video_crops.md). Pixels are normalized RGB: "
              "(x - mean) / std with ImageNet's mean and std."]
-    for modality in schema.SCHEMAS:
-        fields = schema.schema_for(modality, multi_source=True,
-                                   variable=modality in schema.VARIABLE,
-                                   views=modality in schema.VIEW_MODALITIES)
+    for modality, spec in registry.REGISTRY.items():
+        clips = spec.batch_schema.clips
+        fields = spec.schema(multi_source=True, variable=clips, views=clips)
         parts += ["", f"## `{modality}`", "", "| field | dtype | layout | note |",
                   "|---|---|---|---|"]
         parts += [f"| `{name}` | {dtype} | {layout} | {_note(comments, modality, name)} |"

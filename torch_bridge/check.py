@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-MODALITIES = ("image", "video", "hyperspectral", "fusion", "detection")
+from torch_bridge import registry
+
+MODALITIES = registry.names()
 DEFAULT_ANNOTATIONS = "instances.json"  # the detection loader's default
 # Listing reasons that only say "not a sample"; any other reason is a problem.
 BENIGN = frozenset({"hidden", "other extension", "not a file", "not a folder"})

@@ -2,7 +2,8 @@
 
 The torch backend's counterpart of the DALI graphs' `fn.pad` (pad="variable" on the clip
 modalities): every field named in `time_fields` (a modality's `padded_fields`: the schema's
-fields with a time axis, `dali_pipes.schema.time_fields`) is padded along its first axis with zeros
+fields with a time axis, `dali_pipes.schema.BatchSchema.time_fields`) is padded along its
+first axis with zeros
 (False for booleans) to the longest sample of the batch, and the batch gains
   "length" int64 (B,)    real positions of each sample
   "mask"   bool  (B, T)  True at the first `length` positions

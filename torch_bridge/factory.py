@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from torch_bridge.reference import ReferenceOptions
 
 
-def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion", "detection"],
-                data: Any, *,
+def make_loader(modality: str, data: Any, *,
                 backend: Literal["dali", "torch"] = "dali", batch_size: int = 64,
                 device: str | torch.device = "cpu", shuffle: bool = True, seed: int = 0,
                 drop_last: bool = False, rank: int | None = None,
@@ -38,8 +37,9 @@ def make_loader(modality: Literal["image", "video", "hyperspectral", "fusion", "
     The batch fields of each modality are listed in docs/schema.md.
 
     Args:
-        modality: "image", "video", "hyperspectral", "fusion" or "detection" (an images
-            folder with a COCO file, `annotations=`; see docs/detection.md).
+        modality: a registered modality (`torch_bridge.registry.names()`): "image",
+            "video", "hyperspectral", "fusion" or "detection" (an images folder with a
+            COCO file, `annotations=`; see docs/detection.md).
         data: the data set: a folder of class folders (a list of folders: one source
             each, with a "source_id" field in the batch); for "image" also a Hugging
             Face `datasets.Dataset` (see `image_column` / `label_column`).

@@ -248,8 +248,8 @@ class _Pass:
 def _schema_template(modality: Modality, device: torch.device) -> dict:
     """field -> (dtype, shape[1:], device) from the modality's batch schema (every
     non-batch dimension 0)."""
-    from dali_pipes.schema import schema_for
-    schema = schema_for(modality.name, multi_source=modality.multi_source)
+    from torch_bridge import registry
+    schema = registry.get(modality.name).schema(multi_source=modality.multi_source)
     return {field: (getattr(torch, dtype), (0,) * (len(layout) - 1), device)
             for field, (dtype, layout) in schema.items()}
 

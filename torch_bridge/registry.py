@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dali_pipes.schema import schema_for
+from dali_pipes import schema
 from torch_bridge.option_types import check_options
 
 _NOT_OPTIONS = ("self", "data", "seed", "device")
@@ -62,13 +62,17 @@ class ModalitySpec:
 
     name: str
     kinds: tuple[Kind, ...]
+    batch_schema: schema.BatchSchema  # the batch's fields and the graph's outputs
     sample: str  # "module:function" making the built-in sample data set (cached)
     sample_note: str  # what the progress bar says while it makes it
+    # the rows `bench/compare.py` runs by default ("dali:<preset>": another decode preset)
+    compare_rows: tuple[str, ...] = ("dali", "torch")
 
-    def schema(self, *, multi_source: bool = False, variable: bool = False
-               ) -> dict[str, tuple[str, str]]:
-        """The batch schema (`dali_pipes.schema.schema_for`)."""
-        return schema_for(self.name, multi_source=multi_source, variable=variable)
+    def schema(self, *, multi_source: bool = False, variable: bool = False,
+               views: bool = False) -> dict[str, tuple[str, str]]:
+        """Every field of a batch (`dali_pipes.schema.BatchSchema.batch`)."""
+        return self.batch_schema.batch(multi_source=multi_source, variable=variable,
+                                       views=views)
 
     def options(self) -> dict[str, Any]:
         """Every modality option (of all kinds) with its default."""
@@ -117,28 +121,34 @@ REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
     ModalitySpec("image", (
         Kind("image", "torch_bridge.modalities.image:ImageModality",
              "dali_pipes.testing.tiny_data:image", dict(batch_size=4, size=16)),),
-        "dali_pipes.testing.sample_data:image_dataset", "creating sample JPEGs (first run only)"),
+        schema.IMAGE_SCHEMA,
+        "dali_pipes.testing.sample_data:image_dataset", "creating sample JPEGs (first run only)",
+        ("dali", "torch", "classic", "dali-stock", "adapter", "dali:throughput")),
     ModalitySpec("video", (
         Kind("frames", "torch_bridge.modalities.video_frames:FrameFolderModality",
              "dali_pipes.testing.tiny_data:frames", _CLIP,
              detect="dali_pipes.sources.video_frames:is_frame_folder_tree"),
         Kind("video", "torch_bridge.modalities.video:VideoModality",
              "dali_pipes.testing.tiny_data:video", _CLIP)),
+        schema.VIDEO_SCHEMA,
         "dali_pipes.testing.sample_video:video_dataset",
         "creating sample VP9 clips (first run only)"),
     ModalitySpec("hyperspectral", (
         Kind("hyperspectral", "torch_bridge.modalities.hyperspectral:HyperspectralModality",
              "dali_pipes.testing.tiny_data:hyperspectral", dict(batch_size=16, patch_size=3)),),
+        schema.HYPERSPECTRAL_SCHEMA,
         "dali_pipes.testing.sample_hyperspectral:hyperspectral_dataset",
         "creating sample ENVI and SPE scenes (first run only)"),
     ModalitySpec("fusion", (
         Kind("fusion", "torch_bridge.modalities.fusion:FusionModality",
              "dali_pipes.testing.tiny_data:fusion", dict(_CLIP, imu_offset=0.25)),),
+        schema.FUSION_SCHEMA,
         "dali_pipes.testing.sample_fusion:fusion_dataset",
         "creating sample VP9 clips with 200 Hz IMU (first run only)"),
     ModalitySpec("detection", (
         Kind("detection", "torch_bridge.modalities.detection:DetectionModality",
              "dali_pipes.testing.sample_detection:tiny", dict(batch_size=4, size=32)),),
+        schema.DETECTION_SCHEMA,
         "dali_pipes.testing.sample_detection:detection_dataset",
         "creating sample JPEGs with COCO annotations (first run only)"),
 )}

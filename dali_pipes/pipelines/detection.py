@@ -28,7 +28,7 @@ from dali_pipes.pipelines.image import _decode_window, new_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
 from dali_pipes.pipelines.resize import resize
 
-OUTPUTS = schema.GRAPH_OUTPUTS["detection"]
+OUTPUTS = schema.DETECTION_SCHEMA.outputs
 
 
 def graph_inputs(masks: bool, semantic: bool = False) -> tuple[schema.Input, ...]:

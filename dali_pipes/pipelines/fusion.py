@@ -14,7 +14,7 @@ from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
 
 INPUTS = schema.names(schema.FUSION_INPUTS)
-OUTPUTS = schema.GRAPH_OUTPUTS["fusion"]
+OUTPUTS = schema.FUSION_SCHEMA.outputs
 VARIABLE_OUTPUTS = OUTPUTS + video.LENGTH_OUTPUTS
 
 

@@ -31,7 +31,7 @@ from dali_pipes.pipelines.inputs import external_inputs
 
 AUGMENT_INPUTS = schema.names(schema.AUGMENT_INPUTS)
 NORMALIZE_INPUTS = schema.names(schema.NORMALIZE_INPUTS)
-OUTPUTS = schema.GRAPH_OUTPUTS["hyperspectral"]
+OUTPUTS = schema.HYPERSPECTRAL_SCHEMA.outputs
 
 
 def inputs(*, augment: bool, normalize: bool) -> tuple[str, ...]:

@@ -38,7 +38,7 @@ from dali_pipes.recipes import ImageRecipe
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD  # noqa: F401  (bench imports them here)
 
 INPUTS = schema.names(schema.IMAGE_INPUTS)
-OUTPUTS = schema.GRAPH_OUTPUTS["image"]
+OUTPUTS = schema.IMAGE_SCHEMA.outputs
 
 
 def new_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, config: PipelineConfig,

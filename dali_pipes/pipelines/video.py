@@ -57,7 +57,7 @@ from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 # codec, size, chroma, bit depth and GPU family instead (dali_pipes.nvdec.route).
 GPU_DECODABLE_CODECS = frozenset({"h264", "hevc", "vp8", "vp9", "av1"})
 INPUTS = schema.names(schema.VIDEO_INPUTS)
-OUTPUTS = schema.GRAPH_OUTPUTS["video"]
+OUTPUTS = schema.VIDEO_SCHEMA.outputs
 LENGTH_OUTPUTS = schema.LENGTH_OUTPUTS  # appended to a graph's outputs with variable=True
 VARIABLE_OUTPUTS = OUTPUTS + LENGTH_OUTPUTS
 

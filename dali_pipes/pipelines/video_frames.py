@@ -40,9 +40,9 @@ from dali_pipes.pipelines.video import LENGTH_OUTPUTS, check_size, crop_inputs
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
 INPUTS = schema.names(schema.FRAME_INPUTS)
-OUTPUTS = schema.GRAPH_OUTPUTS["frames"]  # per frame; `regroup` makes the clip batch
+OUTPUTS = schema.FRAME_OUTPUTS  # per frame; `regroup` makes the clip batch
 VARIABLE_OUTPUTS = OUTPUTS  # the same graph: padding and LENGTH_OUTPUTS come from regroup
-BATCH_FIELDS = schema.GRAPH_OUTPUTS["video"]  # after regroup (+ LENGTH_OUTPUTS when variable)
+BATCH_FIELDS = schema.VIDEO_SCHEMA.outputs  # after regroup (+ LENGTH_OUTPUTS when variable)
 
 
 def frames_per_batch(batch_size: int, clip_length: int) -> int:

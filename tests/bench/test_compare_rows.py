@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bench.compare import DEFAULT_BACKENDS, last_error_line
+from bench.compare import last_error_line
 from bench.report import TABLE_WIDTH, print_table, speedups
 from tests.bench.png_check import assert_plot_has_content
 from tests.conftest import write_image_folder
+from torch_bridge import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +37,7 @@ def _row(backend, rate):
 
 @pytest.mark.parametrize("device,on_error", [("cpu", "raise"), ("cuda", "skip")])
 def test_default_image_table_fits_80_columns(device, on_error):
-    results = [_row(b, 12345.6 * (k + 1)) for k, b in enumerate(DEFAULT_BACKENDS["image"])]
+    results = [_row(b, 12345.6 * (k + 1)) for k, b in enumerate(registry.get("image").compare_rows)]
     results.append({"backend": "dali:/a/long/path/to/my_preset.toml",
                     "error": "SampleError: sample 3 (/data/x/a.jpg): " + "why " * 40})
     report = {"modality": "image", "device": device, "results": results,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes.schema import GRAPH_OUTPUTS
+from dali_pipes.schema import FRAME_OUTPUTS
 from tests.conftest import MODALITY_KINDS
 from torch_bridge import registry
 from torch_bridge.adapter import _DatasetFeed, _DatasetPlan, dali_from_dataset
@@ -25,7 +25,8 @@ def test_every_registered_kind_is_a_modality(tiny_data, kind):
     assert type(modality) is entry.modality_class()  # the registry chose this kind
     assert isinstance(modality, Modality) and isinstance(modality, DaliFeed)
     assert modality.name == spec.name and len(modality) == len(modality.source)
-    assert tuple(modality.dali_outputs) == GRAPH_OUTPUTS.get(kind, GRAPH_OUTPUTS[spec.name])
+    assert tuple(modality.dali_outputs) == (FRAME_OUTPUTS if kind == "frames"
+                                            else spec.batch_schema.outputs)
     assert isinstance(pickle.loads(pickle.dumps(modality)), Modality)  # spawned workers
     assert isinstance(loader._engine, Engine) and isinstance(loader.plan, BatchPlan)
     dali = tiny.loader("dali")

@@ -18,14 +18,13 @@ from dali_pipes.formats.imu import imu_path_for, read_imu
 from dali_pipes.formats.video import decode_frames_pyav, probe_video
 from dali_pipes.frames import TIMESTAMPS, extract_tree, frame_name
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
-from dali_pipes.schema import schema_for
 from dali_pipes.sources.fusion import FusionFolderSource
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from dali_pipes.testing.sample_fusion import small_fusion_folder
 from dali_pipes.testing.sample_video import small_video_folder
 from tests.conftest import BACKENDS
-from torch_bridge import SampleError, make_loader
+from torch_bridge import SampleError, make_loader, registry
 from torch_bridge.collate import pad_batch
 
 T, STRIDE, COUNTS = 8, 2, (5, 9, 20)
@@ -83,7 +82,7 @@ def _check_padding(batch):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_variable_batches_follow_the_schema(videos, backend):
     (batch,) = _batches(_loader(videos, backend))
-    schema = schema_for("video", variable=True)
+    schema = registry.get("video").schema(variable=True)
     assert set(batch) == set(schema)
     for name, (dtype, layout) in schema.items():
         assert batch[name].dtype == getattr(torch, dtype) and batch[name].dim() == len(layout)

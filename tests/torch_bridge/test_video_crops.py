@@ -12,10 +12,10 @@ from dali_pipes.augment import flips
 from dali_pipes.clip_crops import clip_windows
 from dali_pipes.formats.video import decode_frames_pyav
 from dali_pipes.frames import extract_tree
-from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD, schema_for
+from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 from dali_pipes.testing.sample_fusion import small_fusion_folder
 from dali_pipes.testing.sample_video import write_video
-from torch_bridge import make_loader
+from torch_bridge import make_loader, registry
 
 MEAN = torch.tensor(IMAGENET_MEAN).view(3, 1, 1) * 255
 STD = torch.tensor(IMAGENET_STD).view(3, 1, 1) * 255
@@ -129,7 +129,7 @@ def test_16_9_clip_keeps_its_aspect_in_an_eval_centre_crop(wide, backend):
 def test_views_give_every_view_of_every_video_once(wide, backend):
     loader = _loader(wide, backend, train=False, views=(2, 3), batch_size=5)
     out = _all(loader)
-    assert set(out) == set(schema_for("video", views=True))
+    assert set(out) == set(registry.get("video").schema(views=True))
     assert len(out["index"]) == 4 * 6 and len(loader) == 5
     pairs = sorted(zip(out["video"].tolist(), out["view"].tolist(), strict=True))
     assert pairs == [(v, k) for v in range(4) for k in range(6)]
@@ -195,7 +195,7 @@ def test_fusion_takes_the_crop_options(tmp_path, backend):
     data = small_fusion_folder(tmp_path / "f", n_videos=2, size=(64, 36), frames=(12, 14))
     out = _all(_loader(data, backend, modality="fusion", train=False, views=(2, 3),
                        batch_size=6))
-    assert set(out) == set(schema_for("fusion", views=True))
+    assert set(out) == set(registry.get("fusion").schema(views=True))
     assert out["frames"].shape == (12, T, 3, SIZE, SIZE) and out["imu"].shape[:2] == (12, T)
     assert sorted(out["index"].tolist()) == list(range(12))
 

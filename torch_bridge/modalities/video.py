@@ -37,8 +37,8 @@ from dali_pipes.clips import LoaderPad, check_loader_pad
 from dali_pipes.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
-from dali_pipes.schema import time_fields
 from dali_pipes.sources.video import VideoFolderSource
+from torch_bridge import registry
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 from torch_bridge.modalities.clip_resize import crop_feeds, resize_clip, resize_crop, roi_feeds
@@ -111,7 +111,8 @@ class ClipModality(SourceModality):
         if self.variable:
             self.dali_outputs = self.variable_outputs
         # fields the torch collate pads along time (none unless pad="variable")
-        self.padded_fields = time_fields(self.name) if self.variable else ()
+        self.padded_fields = (registry.get(self.name).batch_schema.time_fields()
+                              if self.variable else ())
         self._set_source(self._make_source(data, clip_length=clip_length, stride=stride,
                                            clips_per_video=clips, crops=crops), data)
         self.seed, self.train = seed, bool(train)
