@@ -220,8 +220,12 @@ class DaliEngine:
         self._set_stream(self._plan_stream(epoch, start))
 
     def _plan_stream(self, epoch: int, start: int) -> Iterator[PlanBatch]:
-        """This pass's batches, then (with run_ahead) the following epochs'."""
+        """This pass's batches, then (with run_ahead) the following epochs'; it ends at a
+        following epoch without batches (every later one is as empty: nothing to run
+        ahead into, and never a search without end)."""
         for e in itertools.count(epoch) if self.run_ahead else (epoch,):
+            if e != epoch and len(self.plan) == 0:
+                return
             for position, indices, keys in self.plan.keyed_batches(e, start if e == epoch
                                                                    else 0):
                 yield PlanBatch(e, position, indices, keys)

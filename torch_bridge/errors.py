@@ -128,6 +128,7 @@ class SampleGuard:
             return None
         try:
             return work()
-        except (OSError, ValueError, RuntimeError) as exc:
+        except Exception as exc:  # any per-sample failure (a decoder's OverflowError,
+            # Pillow's DecompressionBombError, ...); never KeyboardInterrupt or SystemExit
             self.fail(index, path, epoch, exc)
             return None

@@ -93,9 +93,12 @@ class EpochPlan:
         if self.world_size <= 0 or not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank must be in [0, world_size); got rank={self.rank}, "
                              f"world_size={self.world_size}")
-        if self.drop_last and self.num_samples < self.world_size:
-            raise ValueError(f"drop_last with {self.num_samples} samples leaves nothing for "
-                             f"{self.world_size} ranks")
+        if self.drop_last and self.samples_per_rank < self.batch_size:
+            raise ValueError(
+                f"drop_last=True with batch_size={self.batch_size} leaves no batch: "
+                f"{self.num_samples} samples give each of the {self.world_size} rank(s) "
+                f"{self.samples_per_rank} samples per epoch, fewer than batch_size; "
+                f"lower batch_size or set drop_last=False")
         if self.sampler is not None and not self.shuffle:
             raise ValueError("a sampler draws a random order per epoch; it needs shuffle=True")
 

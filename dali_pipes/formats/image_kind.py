@@ -6,7 +6,8 @@ header (PNG IHDR, GIF logical screen, BMP info header, the first TIFF IFD, WebP
 VP8/VP8L/VP8X chunk, JPEG 2000 ihdr box or SIZ marker: `dali_pipes.formats.jpeg2000`);
 JPEG goes through the stricter `dali_pipes.formats.jpeg.jpeg_size`. PNG, GIF and JPEG 2000
 are also checked for their end marker, so a truncated file fails here, naming the file,
-before a decoder sees it.
+before a decoder sees it. With `max_pixels`, every frame of a GIF (the canvas Pillow grows
+to hold it), APNG, multi-page TIFF or animated WebP counts too (`image_frames`).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import os
 import struct
 
 from dali_pipes.formats.errors import FormatError
+from dali_pipes.formats.image_frames import frame_sizes
 from dali_pipes.formats.jpeg import check_pixels, jpeg_size
 from dali_pipes.formats.jpeg2000 import (
     J2K_START,
@@ -83,7 +85,19 @@ def image_size(data, path: str | os.PathLike = "<bytes>", *, max_pixels: int | N
         raise FormatError(path, f"{kind.upper()} size", "zero image size", value=(h, w),
                           expected="height and width > 0")
     check_pixels((h, w), path, max_pixels)
+    if max_pixels is not None:
+        _check_frames(kind, raw, path, max_pixels)
     return kind, (h, w)
+
+
+def _check_frames(kind: str, raw: bytes, path, max_pixels: int) -> None:
+    """Every frame of a multi-frame image (GIF, APNG, TIFF pages, animated WebP) counts
+    against `max_pixels`, not only the header's size (`image_frames.frame_sizes`)."""
+    try:
+        for frame in frame_sizes(kind, raw):
+            check_pixels(frame, path, max_pixels)
+    except (struct.error, IndexError) as exc:
+        raise FormatError(path, f"{kind.upper()} frames", "truncated frame header") from exc
 
 
 def _png(raw: bytes, path) -> tuple[int, int]:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.sources.links import LinkRule
 from dali_pipes.sources.names import PathTable, PathTableBuilder
 
 PathLike = str | os.PathLike
@@ -170,14 +171,17 @@ def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozense
     if not roots:
         raise ValueError("data: expected a folder or a non-empty list of folders")
     ignored: list[tuple[str, str]] = []
-    per_root = [_class_dirs(root, kind, ignored) for root in roots]
+    rules = [LinkRule(root) for root in roots]  # symlinks: see dali_pipes.sources.links
+    per_root = [_class_dirs(root, kind, ignored, rule) for root, rule in zip(roots, rules,
+                                                                             strict=True)]
     classes = sorted({name for names in per_root for name in names})
     class_id = {name: i for i, name in enumerate(classes)}
     found = FoundSamples()
-    for source, (root, names) in enumerate(zip(roots, per_root, strict=True)):
+    for source, (root, names, rule) in enumerate(zip(roots, per_root, rules, strict=True)):
         before = len(found.labels)
         _list_files(root, names, extensions, ignored, recursive,
-                    functools.partial(found.add, class_id, source))
+                    functools.partial(found.add, class_id, source), rule)
+        rule.warn()
         if len(found.labels) == before:
             raise no_samples(root, len(names), kind, extensions)
     return found.listing(tuple(map(str, roots)), tuple(classes), ignored)
@@ -214,42 +218,67 @@ def _int64(values: array) -> np.ndarray:
     return np.frombuffer(values, np.int64) if len(values) else np.zeros(0, np.int64)
 
 
-def _class_dirs(root: Path, kind: str, ignored: list[tuple[str, str]]) -> list[str]:
+def _class_dirs(root: Path, kind: str, ignored: list[tuple[str, str]],
+                rule: LinkRule) -> list[str]:
     if not root.exists():
         raise FileNotFoundError(f"{root}: data folder does not exist")
     if not root.is_dir():
         raise ValueError(f"{root}: expected a folder of class folders, found a file")
     names = []
-    with os.scandir(root) as entries:
-        for entry in entries:
-            why = is_sample(entry, None)
+    with os.scandir(root) as it:  # in name order: the first of two links to one place wins
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        why = is_sample(entry, None)
+        if why is None:
+            why = rule.why_not(entry.path, entry.is_symlink())
             if why is None:
                 names.append(entry.name)
-            elif why != "not a folder" and why != "hidden":
-                ignored.append((entry.path, why))
+                continue
+        if why not in ("not a folder", "hidden"):
+            ignored.append((entry.path, why))
     if not names:
         raise no_class_folders(root, kind)
     return sorted(names)
 
 
-def _entries(folder: str, recursive: bool) -> list[os.DirEntry]:
-    """The entries of a class folder, sorted by name; with `recursive`, those of every
-    visible sub-folder too (folders in sorted path order), sub-folders themselves left out."""
+def _entries(folder: str, recursive: bool, rule: LinkRule, ignored: list[tuple[str, str]]
+             ) -> list[tuple[os.DirEntry, bool]]:
+    """The entries of a class folder, sorted by name, each with whether a folder above it
+    is reached through a symlink; with `recursive`, those of every visible sub-folder too
+    (folders in sorted path order), sub-folders themselves left out, and a linked
+    sub-folder only where `rule` follows it."""
     if not recursive:
+        linked = rule.via_link(folder)
         with os.scandir(folder) as it:
-            return sorted(it, key=lambda e: e.name)
+            return [(e, linked) for e in sorted(it, key=lambda e: e.name)]
     tops, seen = [], set()
     for top, dirs, _ in os.walk(folder, followlinks=True, onerror=_raise):
         real = os.path.realpath(top)  # a symlink loop is walked once, not forever
-        dirs[:] = [] if real in seen else [d for d in dirs if not is_hidden(d)]
+        dirs[:] = [] if real in seen else _followed(top, dirs, rule, ignored)
         if real not in seen:
             seen.add(real)
             tops.append(top)
-    out: list[os.DirEntry] = []
+    out: list[tuple[os.DirEntry, bool]] = []
     for top in sorted(tops):
+        linked = rule.via_link(top)
         with os.scandir(top) as it:
-            out.extend(e for e in sorted(it, key=lambda e: e.name) if not _is_dir(e))
+            out.extend((e, linked) for e in sorted(it, key=lambda e: e.name)
+                       if not _is_dir(e))
     return out
+
+
+def _followed(top: str, dirs: list[str], rule: LinkRule, ignored: list[tuple[str, str]]
+              ) -> list[str]:
+    """The visible sub-folders of `top` a recursive walk enters (linked ones per `rule`)."""
+    keep = []
+    for name in dirs:
+        path = os.path.join(top, name)
+        why = None if is_hidden(name) else rule.why_not(path, os.path.islink(path))
+        if why is not None:
+            ignored.append((path, why))
+        elif not is_hidden(name):
+            keep.append(name)
+    return keep
 
 
 def _raise(exc: OSError) -> None:
@@ -265,19 +294,21 @@ def _is_dir(entry: os.DirEntry) -> bool:
 
 def _list_files(root: Path, names: list[str], extensions: frozenset[str] | None,
                 ignored: list[tuple[str, str]], recursive: bool,
-                add: Callable[[str, str, tuple[int, int]], None]) -> None:
+                add: Callable[[str, str, tuple[int, int]], None], rule: LinkRule) -> None:
     """Call `add(class name, path, (size, mtime_ns))` for each sample, in listing order."""
     for name in names:
         folder = os.path.join(root, name)
         try:
-            entries = _entries(folder, recursive)
+            entries = _entries(folder, recursive, rule, ignored)
         except OSError as exc:
             warnings.warn(f"{folder}: class folder cannot be read, left out ({exc})",
                           RuntimeWarning, stacklevel=3)
             ignored.append((folder, f"unreadable class folder: {exc.strerror or exc}"))
             continue
-        for entry in entries:
+        for entry, linked in entries:
             why = is_sample(entry, extensions)
+            if why is None:
+                why = rule.why_not(entry.path, linked or entry.is_symlink())
             if why is None:
                 try:
                     st = entry.stat()

@@ -2,7 +2,12 @@
 
 The image column holds encoded bytes, a `datasets.Image()` feature (read undecoded: its
 stored `{"bytes", "path"}`) or file paths; the label column holds integers (a `ClassLabel`
-feature gives the class names) or strings (classes: their sorted distinct values). Rows
+feature gives the class names) or strings (classes: their sorted distinct values). Int
+labels are checked when the source is made (FormatError naming the row and the column):
+never negative, within a ClassLabel's names, and, without a ClassLabel (classes named
+"0".."max label"), below `plain_label_bound`: 65,536 or the number of rows, whichever is
+larger, so an id column chosen by mistake is refused instead of naming billions of classes.
+Rows
 are read one at a time from the dataset's Arrow table, which stays memory-mapped: a forked
 worker shares the mapping, and nothing copies the table per sample. `datasets` is imported
 only to check what the user passed.
@@ -19,6 +24,10 @@ from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.files import read_file_bytes
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size
 from dali_pipes.sources.image import ImageFolderSource, check_max_pixels
+
+# An int label column without a ClassLabel feature may use labels up to this bound (or the
+# number of rows, when larger) whatever its number of rows (see `plain_label_bound`).
+PLAIN_LABELS_ALWAYS_ALLOWED = 1 << 16
 
 
 def is_hf_dataset(data: Any) -> bool:
@@ -128,17 +137,45 @@ def _dataset_name(dataset: Any) -> str:
     return files[0] if len(files) == 1 else f"{files[0]} (+{len(files) - 1} files)"
 
 
+def plain_label_bound(rows: int) -> int:
+    """The exclusive bound on the labels of an int column without a ClassLabel feature:
+    its classes are named "0" .. str(max label), so a label far beyond the number of rows
+    (an id column chosen by mistake) would make that many names. At least
+    PLAIN_LABELS_ALWAYS_ALLOWED, whatever the number of rows (a few rows of a large label
+    space), else the number of rows."""
+    return max(PLAIN_LABELS_ALWAYS_ALLOWED, rows)
+
+
+def _check_int_labels(values: np.ndarray, column: str, name: str,
+                      names: list[str] | None) -> None:
+    """FormatError naming the first row whose label is negative, beyond a ClassLabel's
+    names, or (without names) at or beyond `plain_label_bound`, before anything is
+    allocated per class."""
+    bound = len(names) if names is not None else plain_label_bound(len(values))
+    bad = np.flatnonzero((values < 0) | (values >= bound))
+    if not bad.size:
+        return
+    row, label = int(bad[0]), int(values[bad[0]])
+    if label < 0:
+        why = "is negative"
+    elif names is not None:
+        why = f"is beyond the {len(names)} names of the column's ClassLabel feature"
+    else:
+        why = (f"is too large for an int label column of {len(values)} rows without a "
+               f"ClassLabel feature (its classes would be named 0..{label}; the limit is "
+               f"{bound}): is {column!r} an id column? Choose the labels with "
+               f"label_column=, or cast the column to a ClassLabel")
+    raise FormatError(f"{name}[row {row}]", column, f"label {label} {why}")
+
+
 def _labels(dataset: Any, column: str, name: str) -> tuple[np.ndarray, list[str]]:
     """(int64 labels, class names) of the label column."""
     values = dataset.with_format("numpy")[column] if len(dataset) else np.zeros(0, np.int64)
     values = np.asarray(values)
     feature = dataset.features[column]
     if values.dtype.kind in "iu":
-        bad = np.flatnonzero(values < 0)
-        if bad.size:
-            raise FormatError(f"{name}[row {int(bad[0])}]", column,
-                              f"label {int(values[bad[0]])} is negative")
         names = getattr(feature, "names", None)
+        _check_int_labels(values, column, name, names)
         if names is not None:
             return values.astype(np.int64), list(names)
         return values.astype(np.int64), [str(k) for k in range(int(values.max(initial=-1)) + 1)]

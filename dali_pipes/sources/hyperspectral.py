@@ -38,6 +38,7 @@ from dali_pipes.formats import FormatError, open_envi, open_spe
 from dali_pipes.formats.cube import Cube
 from dali_pipes.formats.label_map import read_label_map
 from dali_pipes.sources.folders import is_sample, listing_digest
+from dali_pipes.sources.links import LinkRule
 
 PathLike = str | os.PathLike
 SCENE_SUFFIXES = {".hdr": "envi", ".spe": "spe"}
@@ -70,8 +71,12 @@ def list_scene_files(data: PathLike | Sequence[PathLike]) -> list[tuple[str, int
     for source_id, root in enumerate(map(Path, roots)):
         if not root.is_dir():
             raise FileNotFoundError(f"{root}: data folder does not exist or is not a folder")
+        rule = LinkRule(root)  # a scene linked to another of the folder is listed once
         with os.scandir(root) as entries:
-            names = sorted(e.name for e in entries if is_sample(e, _SCENE_EXTENSIONS) is None)
+            names = sorted(e.name for e in sorted(entries, key=lambda e: e.name)
+                           if is_sample(e, _SCENE_EXTENSIONS) is None
+                           and rule.why_not(e.path, e.is_symlink()) is None)
+        rule.warn()
         if not names:
             raise ValueError(f"{root}: no scenes (expected <scene>.hdr or <scene>.spe files)")
         found += [(str(root / name), source_id) for name in names]

@@ -91,7 +91,8 @@ class ShardSource:
             raise FormatError(shard, f"sample {member}", "no image member",
                               expected="<key>.jpg/.png/.webp/...")
         if label in (NO_LABEL, BAD_LABEL):
-            what = "no label member" if label == NO_LABEL else "label is not an integer >= 0"
+            what = "no label member" if label == NO_LABEL else \
+                "label is not an integer in [0, 2**63)"
             raise FormatError(shard, f"member {member}", what,
                               expected='<key>.cls (an integer) or <key>.json {"label": int}')
         try:

@@ -230,8 +230,8 @@ def parse_label(data: bytes | None, ext: str) -> int:
         value = int(text) if ext == "cls" else json.loads(text)["label"]
     except (AttributeError, UnicodeDecodeError, ValueError, KeyError, TypeError):
         return BAD_LABEL
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return BAD_LABEL
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        return BAD_LABEL  # beyond int64 too: one bad sample, not an OverflowError
     return value
 
 

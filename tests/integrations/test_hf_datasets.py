@@ -169,3 +169,41 @@ def test_resume_from_the_same_files_in_another_cache(image_ds, tmp_path):
     resumed = make_loader("image", b, **opts)
     resumed.load_state_dict(first.state_dict())  # refused if the digests differed
     assert len(list(resumed)) == len(first) - 1
+
+
+def _labelled(folder, tmp_path, labels, feature=None):
+    """The first len(labels) JPEGs with these int labels, through Parquet; `feature`
+    (e.g. a ClassLabel) is cast onto the label column afterwards, as `cast_column` does
+    without checking the values."""
+    jpegs = [f.read_bytes() for f in _files(folder)[:len(labels)]]
+    ds = _parquet(tmp_path, {"image": jpegs, "label": labels}, None)
+    return ds if feature is None else ds.cast_column("label", feature)
+
+
+@pytest.mark.parametrize("label", [70_000, 2_000_000_000, 2**63 - 1])
+def test_an_id_sized_int_label_is_refused_naming_row_and_column(folder, tmp_path, label):
+    """Classes of a plain int column are named 0..max label: a label far beyond the number
+    of rows (an id column) is refused before any name is made."""
+    ds = _labelled(folder, tmp_path, [0, 1, label, 2])
+    with pytest.raises(FormatError, match=rf"\[row 2\].*label.*label {label} is too large"):
+        make_loader("image", ds, **OPTS)
+
+
+def test_int_labels_up_to_the_bound_keep_numbered_classes(folder, tmp_path):
+    from dali_pipes.sources.hf import PLAIN_LABELS_ALWAYS_ALLOWED
+    top = PLAIN_LABELS_ALWAYS_ALLOWED - 1  # a few rows of a large label space
+    src = HFImageSource(_labelled(folder, tmp_path, [0, top, 3]))
+    assert len(src.classes) == top + 1 and src.classes[top] == str(top)
+
+
+@pytest.mark.parametrize("backend", ["dali", "torch"])
+def test_a_class_label_beyond_its_names_is_refused(folder, tmp_path, backend):
+    ds = _labelled(folder, tmp_path, [0, 2, 3, 1], datasets.ClassLabel(names=CLASSES))
+    with pytest.raises(FormatError, match=r"\[row 2\].*label.*label 3 is beyond the 3 names"):
+        make_loader("image", ds, backend=backend, **OPTS)
+
+
+def test_a_negative_label_is_refused(folder, tmp_path):
+    ds = _labelled(folder, tmp_path, [0, -1, 1])
+    with pytest.raises(FormatError, match=r"\[row 1\].*label.*label -1 is negative"):
+        make_loader("image", ds, **OPTS)
