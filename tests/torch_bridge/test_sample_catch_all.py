@@ -10,7 +10,7 @@ import json
 import pytest
 from PIL import Image
 
-from bench.sample_detection import write_detection_folder
+from dali_pipes.testing.sample_detection import write_detection_folder
 from tests.conftest import write_image_folder
 from torch_bridge import SampleError, make_loader
 from torch_bridge.check import main as check_main
