@@ -5,8 +5,10 @@ anything wrong raises `FormatError` naming the file, the entry (image or annotat
 and the field. Checks: malformed JSON, missing keys, wrong types, duplicate image /
 annotation / category ids, annotations of unknown images or categories, boxes with a
 non-positive width or height, boxes outside their image (within `BOX_TOLERANCE` pixels they
-are clipped to it, beyond it they are refused), segmentations of the wrong shape (polygon
-lists of pairs, RLE dicts whose "size" is not the image's).
+are clipped to it, beyond it they are refused), and segmentations pycocotools' rasteriser
+cannot take safely (`coco_segmentation`: polygons with too few, non-finite or far-outside
+coordinates, RLE whose size is not the image's or whose runs are negative or do not add up):
+a bad one fails the whole file on open, as a bad box does.
 
 Images come sorted by image id; the annotations of image i are rows
 `offsets[i]:offsets[i + 1]` of the annotation arrays, sorted by annotation id. Labels are
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from dali_pipes.formats.coco_segmentation import check_segmentation
 from dali_pipes.formats.errors import FormatError
 
 BOX_TOLERANCE = 1.0  # pixels a box may reach outside its image before it is refused
@@ -176,7 +179,7 @@ def _annotations(path: str, entries: list, images: dict, cat_ids: np.ndarray) ->
         if crowd not in (0, 1) or isinstance(crowd, float):
             raise FormatError(path, f"{entry}.iscrowd", "not 0 or 1", value=crowd)
         seg = ann.get("segmentation")
-        _check_segmentation(path, entry, seg, h, w)
+        check_segmentation(path, entry, seg, h, w)
         out.append((iid, aid, box, cid, bool(crowd), seg))
     return out
 
@@ -198,33 +201,6 @@ def _box(path: str, entry: str, bbox, h: int, w: int) -> tuple[float, float, flo
         raise FormatError(path, field, f"outside the {w}x{h} image by more than {t:g} px",
                           value=bbox)
     return max(x, 0.0), max(y, 0.0), min(x2, float(w)), min(y2, float(h))
-
-
-def _check_segmentation(path: str, entry: str, seg, h: int, w: int) -> None:
-    field = f"{entry}.segmentation"
-    if seg is None:
-        return
-    if isinstance(seg, list):
-        for poly in seg:
-            if not isinstance(poly, list) or len(poly) < 6 or len(poly) % 2 or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in poly):
-                raise FormatError(path, field, "a polygon is not a list of at least 3 x, y "
-                                  "pairs", value=poly if not isinstance(poly, list)
-                                  else f"{len(poly)} values")
-        return
-    if isinstance(seg, dict):
-        size, counts = seg.get("size"), seg.get("counts")
-        if size != [h, w]:
-            raise FormatError(path, f"{field}.size", "not the image's [height, width]",
-                              value=size, expected=[h, w])
-        if not isinstance(counts, (str, list)):
-            raise FormatError(path, f"{field}.counts", "not an RLE string or list",
-                              value=_kind(counts))
-        if isinstance(counts, list) and sum(counts) != h * w:
-            raise FormatError(path, f"{field}.counts", "run lengths do not add up to "
-                              "height x width", value=sum(counts), expected=h * w)
-        return
-    raise FormatError(path, field, "neither polygons nor RLE", value=_kind(seg))
 
 
 def _assemble(path, images, anns, cat_ids, cat_names, digest) -> CocoDataset:

@@ -37,7 +37,7 @@
 #include <immintrin.h>
 #endif
 
-#include "dali/pipeline/operator/operator.h"
+#include "dp_op.h"
 
 namespace dali_pipes {
 
@@ -285,10 +285,10 @@ void Photometric(const uint8_t *in, uint8_t *out, int64_t pixels, const float *j
 
 }  // namespace
 
-class DpPhotometric : public ::dali::Operator<::dali::CPUBackend> {
+class DpPhotometric : public DpOp {
  public:
   explicit DpPhotometric(const ::dali::OpSpec &spec)
-      : ::dali::Operator<::dali::CPUBackend>(spec), adjust_(spec.GetArgument<int>("adjust")),
+      : DpOp(spec), adjust_(spec.GetArgument<int>("adjust")),
         vectorized_(spec.GetArgument<bool>("vectorized")) {
     DALI_ENFORCE(adjust_ >= 0 && adjust_ <= kAllAdjust,
                  ::dali::make_string("DpPhotometric: adjust must be a bit mask in 0..",
@@ -298,8 +298,8 @@ class DpPhotometric : public ::dali::Operator<::dali::CPUBackend> {
  protected:
   bool SetupImpl(std::vector<::dali::OutputDesc> &output_desc,
                  const ::dali::Workspace &ws) override {
-    const auto &images = ws.Input<::dali::CPUBackend>(0);
-    const auto &jitter = ws.Input<::dali::CPUBackend>(1);
+    const auto &images = ws.Input<CPU>(0);
+    const auto &jitter = ws.Input<CPU>(1);
     DALI_ENFORCE(images.type() == DALI_UINT8,
                  "DpPhotometric: input 0 (images) must be uint8 HWC");
     DALI_ENFORCE(jitter.type() == DALI_FLOAT, "DpPhotometric: input 1 (jitter) must be float32");
@@ -329,27 +329,19 @@ class DpPhotometric : public ::dali::Operator<::dali::CPUBackend> {
                    ::dali::make_string("DpPhotometric: sample ", s, " grayscale flag ", j[4],
                                        " is not 0 or 1"));
     }
-    output_desc.resize(1);
-    output_desc[0].type = DALI_UINT8;
-    output_desc[0].shape = shape;
-    return true;
+    return Uint8Output(output_desc, shape);
   }
 
   void RunImpl(::dali::Workspace &ws) override {
-    const auto &images = ws.Input<::dali::CPUBackend>(0);
-    const auto &jitter = ws.Input<::dali::CPUBackend>(1);
-    auto &output = ws.Output<::dali::CPUBackend>(0);
-    output.SetLayout(images.GetLayout());
-    auto &tp = ws.GetThreadPool();
+    const auto &images = ws.Input<CPU>(0);
+    const auto &jitter = ws.Input<CPU>(1);
+    auto &output = ws.Output<CPU>(0);
     const auto &shape = images.shape();
-    for (int s = 0; s < shape.num_samples(); s++) {
-      tp.AddWork([&, s](int) {
-        auto sh = shape.tensor_shape_span(s);
-        Photometric(images.tensor<uint8_t>(s), output.mutable_tensor<uint8_t>(s),
-                    int64_t(sh[0]) * sh[1], jitter.tensor<float>(s), adjust_, vectorized_);
-      }, shape.tensor_size(s));
-    }
-    tp.RunAll();
+    ForEachSample(ws, [&](int s) { return shape.tensor_size(s); }, [&](int s) {
+      auto sh = shape.tensor_shape_span(s);
+      Photometric(images.tensor<uint8_t>(s), output.mutable_tensor<uint8_t>(s),
+                  int64_t(sh[0]) * sh[1], jitter.tensor<float>(s), adjust_, vectorized_);
+    });
   }
 
  private:
@@ -359,7 +351,7 @@ class DpPhotometric : public ::dali::Operator<::dali::CPUBackend> {
 
 }  // namespace dali_pipes
 
-DALI_REGISTER_OPERATOR(DpPhotometric, ::dali_pipes::DpPhotometric, ::dali::CPU);
+DP_REGISTER_OPERATOR(DpPhotometric);
 
 DALI_SCHEMA(DpPhotometric)
     .DocStr("dali_pipes: colour jitter and grayscale (torchvision's uint8 arithmetic, rounded "

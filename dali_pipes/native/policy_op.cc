@@ -17,7 +17,7 @@
 #include <cstring>
 #include <vector>
 
-#include "dali/pipeline/operator/operator.h"
+#include "dp_op.h"
 
 namespace dali_pipes {
 
@@ -199,16 +199,16 @@ bool ApplySlot(Image &cur, Image &spare, const float *mat, const float *p) {
 
 }  // namespace
 
-class DpPolicy : public ::dali::Operator<::dali::CPUBackend> {
+class DpPolicy : public DpOp {
  public:
-  explicit DpPolicy(const ::dali::OpSpec &spec) : ::dali::Operator<::dali::CPUBackend>(spec) {}
+  explicit DpPolicy(const ::dali::OpSpec &spec) : DpOp(spec) {}
 
  protected:
   bool SetupImpl(std::vector<::dali::OutputDesc> &output_desc,
                  const ::dali::Workspace &ws) override {
-    const auto &images = ws.Input<::dali::CPUBackend>(0);
-    const auto &mats = ws.Input<::dali::CPUBackend>(1);
-    const auto &params = ws.Input<::dali::CPUBackend>(2);
+    const auto &images = ws.Input<CPU>(0);
+    const auto &mats = ws.Input<CPU>(1);
+    const auto &params = ws.Input<CPU>(2);
     DALI_ENFORCE(images.type() == DALI_UINT8,
                  "DpPolicy: input 0 (images) must be uint8 HWC");
     DALI_ENFORCE(mats.type() == DALI_FLOAT && params.type() == DALI_FLOAT,
@@ -237,22 +237,16 @@ class DpPolicy : public ::dali::Operator<::dali::CPUBackend> {
                                          kNumOps - 1));
       }
     }
-    output_desc.resize(1);
-    output_desc[0].type = DALI_UINT8;
-    output_desc[0].shape = shape;
-    return true;
+    return Uint8Output(output_desc, shape);
   }
 
   void RunImpl(::dali::Workspace &ws) override {
-    const auto &images = ws.Input<::dali::CPUBackend>(0);
-    const auto &mats = ws.Input<::dali::CPUBackend>(1);
-    const auto &params = ws.Input<::dali::CPUBackend>(2);
-    auto &output = ws.Output<::dali::CPUBackend>(0);
-    output.SetLayout(images.GetLayout());
-    auto &tp = ws.GetThreadPool();
+    const auto &images = ws.Input<CPU>(0);
+    const auto &mats = ws.Input<CPU>(1);
+    const auto &params = ws.Input<CPU>(2);
+    auto &output = ws.Output<CPU>(0);
     const auto &shape = images.shape();
-    for (int s = 0; s < shape.num_samples(); s++) {
-      tp.AddWork([&, s](int) {
+    ForEachSample(ws, [&](int s) { return shape.tensor_size(s); }, [&](int s) {
         auto sh = shape.tensor_shape_span(s);
         int h = sh[0], w = sh[1], c = sh[2];
         Image out{output.mutable_tensor<uint8_t>(s), h, w, c};
@@ -274,15 +268,13 @@ class DpPolicy : public ::dali::Operator<::dali::CPUBackend> {
           if (ApplySlot(cur, spare, m + k * 6, pk)) std::swap(cur, spare);
         }
         if (cur.data != out.data) std::memcpy(out.data, cur.data, out.size());
-      }, shape.tensor_size(s));
-    }
-    tp.RunAll();
+    });
   }
 };
 
 }  // namespace dali_pipes
 
-DALI_REGISTER_OPERATOR(DpPolicy, ::dali_pipes::DpPolicy, ::dali::CPU);
+DP_REGISTER_OPERATOR(DpPolicy);
 
 DALI_SCHEMA(DpPolicy)
     .DocStr("dali_pipes: an augmentation policy's operations (torchvision's uint8 arithmetic) "

@@ -14,12 +14,13 @@
 // contiguous multiply-add per tap over the whole row, which the compiler vectorises); the
 // horizontal pass runs on the transposed image. Scratch buffers are per thread and reused.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include "dali/pipeline/operator/operator.h"
+#include "dp_op.h"
 
 namespace dali_pipes {
 
@@ -207,10 +208,10 @@ void ResizeSample(const uint8_t *in, int frames, int h, int w, int c, uint8_t *o
 
 }  // namespace
 
-class DpResize : public ::dali::Operator<::dali::CPUBackend> {
+class DpResize : public DpOp {
  public:
   explicit DpResize(const ::dali::OpSpec &spec)
-      : ::dali::Operator<::dali::CPUBackend>(spec), filter_(spec.GetArgument<int>("filter")),
+      : DpOp(spec), filter_(spec.GetArgument<int>("filter")),
         antialias_(spec.GetArgument<bool>("antialias")) {
     DALI_ENFORCE(filter_ == kTriangle || filter_ == kCubic,
                  ::dali::make_string("DpResize: filter must be 0 (triangle) or 1 (cubic), got ",
@@ -220,8 +221,8 @@ class DpResize : public ::dali::Operator<::dali::CPUBackend> {
  protected:
   bool SetupImpl(std::vector<::dali::OutputDesc> &output_desc,
                  const ::dali::Workspace &ws) override {
-    const auto &images = ws.Input<::dali::CPUBackend>(0);
-    const auto &sizes = ws.Input<::dali::CPUBackend>(1);
+    const auto &images = ws.Input<CPU>(0);
+    const auto &sizes = ws.Input<CPU>(1);
     DALI_ENFORCE(images.type() == DALI_UINT8,
                  "DpResize: input 0 (images) must be uint8 HWC or FHWC");
     DALI_ENFORCE(sizes.type() == DALI_INT32 || sizes.type() == DALI_FLOAT,
@@ -230,7 +231,7 @@ class DpResize : public ::dali::Operator<::dali::CPUBackend> {
                  "DpResize: inputs are images, sizes and optionally roi_start, roi_end");
     int n = images.num_samples();
     for (int i = 1; i < ws.NumInput(); i++)
-      DALI_ENFORCE(ws.Input<::dali::CPUBackend>(i).num_samples() == n,
+      DALI_ENFORCE(ws.Input<CPU>(i).num_samples() == n,
                    "DpResize: every input must have the batch's number of samples");
     int ndim = images.shape().sample_dim();
     DALI_ENFORCE(ndim == 3 || ndim == 4,
@@ -248,35 +249,36 @@ class DpResize : public ::dali::Operator<::dali::CPUBackend> {
       out[ndim - 2] = p.ow;
       out_shape.set_tensor_shape(s, out);
     }
-    output_desc.resize(1);
-    output_desc[0].type = DALI_UINT8;
-    output_desc[0].shape = out_shape;
-    return true;
+    return Uint8Output(output_desc, out_shape);
   }
 
   void RunImpl(::dali::Workspace &ws) override {
-    const auto &images = ws.Input<::dali::CPUBackend>(0);
-    auto &output = ws.Output<::dali::CPUBackend>(0);
-    output.SetLayout(images.GetLayout());
-    auto &tp = ws.GetThreadPool();
+    const auto &images = ws.Input<CPU>(0);
+    auto &output = ws.Output<CPU>(0);
     int ndim = images.shape().sample_dim();
-    for (int s = 0; s < images.num_samples(); s++) {
+    // sample s: frames, height, width, channels
+    auto dims = [&](int s) {
       auto sh = images.shape().tensor_shape_span(s);
-      int frames = ndim == 4 ? sh[0] : 1, h = sh[ndim - 3], w = sh[ndim - 2], c = sh[ndim - 1];
+      return std::array<int, 4>{ndim == 4 ? int(sh[0]) : 1, int(sh[ndim - 3]),
+                                int(sh[ndim - 2]), int(sh[ndim - 1])};
+    };
+    auto cost = [&](int s) {
+      auto [frames, h, w, c] = dims(s);
       Plan p = MakePlan(ws, s, h, w);
-      int64_t cost = int64_t(frames) * (int64_t(h) * w + int64_t(p.oh) * p.ow) * c;
-      tp.AddWork([&, s, p, frames, h, w, c](int) {
-        ResizeSample(images.tensor<uint8_t>(s), frames, h, w, c,
-                     output.mutable_tensor<uint8_t>(s), p, filter_, antialias_);
-      }, cost);
-    }
-    tp.RunAll();
+      return int64_t(frames) * (int64_t(h) * w + int64_t(p.oh) * p.ow) * c;
+    };
+    ForEachSample(ws, cost, [&](int s) {
+      auto [frames, h, w, c] = dims(s);
+      ResizeSample(images.tensor<uint8_t>(s), frames, h, w, c,
+                   output.mutable_tensor<uint8_t>(s), MakePlan(ws, s, h, w), filter_,
+                   antialias_);
+    });
   }
 
  private:
   // Output size and region of interest of sample s, validated (errors name the sample).
   static Plan MakePlan(const ::dali::Workspace &ws, int s, int h, int w) {
-    const auto &sizes = ws.Input<::dali::CPUBackend>(1);
+    const auto &sizes = ws.Input<CPU>(1);
     DALI_ENFORCE(sizes.shape().tensor_size(s) == 2,
                  ::dali::make_string("DpResize: sample ", s, " needs a (2,) size, got ",
                                      sizes.shape()[s]));
@@ -294,7 +296,7 @@ class DpResize : public ::dali::Operator<::dali::CPUBackend> {
                                      hw[1], " is outside 1..65536"));
     Plan p{hw[0], hw[1], 0.0, 0.0, double(h), double(w)};
     if (ws.NumInput() == 4) {
-      const auto &lo = ws.Input<::dali::CPUBackend>(2), &hi = ws.Input<::dali::CPUBackend>(3);
+      const auto &lo = ws.Input<CPU>(2), &hi = ws.Input<CPU>(3);
       DALI_ENFORCE(lo.type() == DALI_FLOAT && hi.type() == DALI_FLOAT &&
                    lo.shape().tensor_size(s) == 2 && hi.shape().tensor_size(s) == 2,
                    ::dali::make_string("DpResize: sample ", s, " needs float32 (2,) roi_start "
@@ -317,7 +319,7 @@ class DpResize : public ::dali::Operator<::dali::CPUBackend> {
 
 }  // namespace dali_pipes
 
-DALI_REGISTER_OPERATOR(DpResize, ::dali_pipes::DpResize, ::dali::CPU);
+DP_REGISTER_OPERATOR(DpResize);
 
 DALI_SCHEMA(DpResize)
     .DocStr("dali_pipes: antialiased separable resize of uint8 HWC / FHWC images (PIL's "

@@ -74,11 +74,44 @@ def _edited(edit):
     (lambda d: d["images"][0].pop("file_name"), "image 7.file_name", "missing"),
     (lambda d: d["annotations"][0].update(iscrowd=2), "annotation 12.iscrowd", "not 0 or 1"),
     (lambda d: d["annotations"][0].update(segmentation=[[1, 2, 3]]),
-     "annotation 12.segmentation", "polygon"),
+     r"annotation 12.segmentation\[0\]", "polygon"),
     (lambda d: d["annotations"][0].update(segmentation={"size": [1, 1], "counts": "a"}),
      "annotation 12.segmentation.size", "image's"),
     (lambda d: d["annotations"][0].update(segmentation={"size": [40, 60], "counts": [5]}),
      "annotation 12.segmentation.counts", "add up"),
+    (lambda d: d["annotations"][0].update(segmentation=[[0, 0, 1e12, 0, 0, 1e12]]),
+     r"annotation 12.segmentation\[0\]", "outside the 60x40 image"),
+    (lambda d: d["annotations"][0].update(segmentation=[[1, 1, 5, 1, 5, 5], [0, 0, -61, 5, 3, 5]]),
+     r"annotation 12.segmentation\[1\]", "outside the 60x40 image"),
+    (lambda d: d["annotations"][0].update(segmentation=[[0, 0, 5, 81, 3, 7]]),
+     r"annotation 12.segmentation\[0\]", "outside"),
+    (lambda d: d["annotations"][0].update(segmentation=[[0, 0, float("nan"), 5, 3, 7]]),
+     r"annotation 12.segmentation\[0\]", "not all finite"),
+    (lambda d: d["annotations"][0].update(segmentation=[[0, 0, float("inf"), 5, 3, 7]]),
+     r"annotation 12.segmentation\[0\]", "not all finite"),
+    (lambda d: d["annotations"][0].update(segmentation=[[0, 0, 5, 5, 3, 7, 1]]),
+     r"annotation 12.segmentation\[0\]", "polygon"),
+    (lambda d: d["annotations"][0].update(segmentation=[[0, 0, "5", 5, 3, 7]]),
+     r"annotation 12.segmentation\[0\]", "polygon"),
+    (lambda d: d["annotations"][0].update(segmentation={"size": [40, 60],
+                                                        "counts": [-5, 2405]}),
+     "annotation 12.segmentation.counts", "non-negative integer"),
+    (lambda d: d["annotations"][0].update(segmentation={"size": [40, 60],
+                                                        "counts": [2400.5, -0.5]}),
+     "annotation 12.segmentation.counts", "non-negative integer"),
+    (lambda d: d["annotations"][0].update(segmentation={"size": [40.0, 60.0],
+                                                        "counts": [2400]}),
+     "annotation 12.segmentation.size", "image's"),
+    (lambda d: d["annotations"][0].update(segmentation={"size": [40, 60], "counts": "zzzz"}),
+     "annotation 12.segmentation.counts", "outside '0'..'o'"),
+    (lambda d: d["annotations"][0].update(segmentation={"size": [40, 60], "counts": "0"}),
+     "annotation 12.segmentation.counts", "add up"),
+    (lambda d: d["annotations"][0].update(segmentation={"size": [40, 60], "counts": "1n"}),
+     "annotation 12.segmentation.counts", "cut short"),
+    (lambda d: d["annotations"][0].update(segmentation={"size": [40, 60], "counts": "@"}),
+     "annotation 12.segmentation.counts", "negative run"),
+    (lambda d: d["annotations"][0].update(segmentation={"size": [40, 60], "counts": 7}),
+     "annotation 12.segmentation.counts", "not an RLE string or list"),
 ])
 def test_refusals_name_file_entry_and_field(tmp_path, edit, field, message):
     path = _write(tmp_path, _edited(edit))
@@ -133,3 +166,30 @@ def test_an_empty_polygon_list_is_an_empty_mask():
 def test_missing_segmentation_is_named_when_masks_are_decoded():
     with pytest.raises(FormatError, match="annotation 42.segmentation: missing"):
         decode_masks([None], 4, 4, path="x.json", ann_ids=[42])
+
+
+def test_polygons_reaching_one_image_size_out_and_rle_at_the_bounds_are_accepted(tmp_path):
+    """The bounds are inclusive: x in [-w, 2w], y in [-h, 2h] (the part inside the image is
+    the mask), zero-length runs (an RLE may start with one) are fine."""
+    doc = copy.deepcopy(DOC)
+    doc["annotations"][0]["segmentation"] = [[-60, -40, 120, -40, 120, 80, -60, 80]]
+    doc["annotations"][1]["segmentation"] = {"size": [40, 60], "counts": [0, 2400]}
+    coco = open_coco(_write(tmp_path, doc))
+    assert decode_masks(coco.segmentations[2:3], 40, 60).sum() == 2400
+    assert decode_masks(coco.segmentations[1:2], 40, 60).sum() == 2400
+
+
+def test_compressed_rle_counts_match_pycocotools_encoding():
+    """The string decoder reads what pycocotools writes: random masks, including ones
+    with runs of thousands (several characters a number) and deltas of both signs."""
+    from pycocotools import mask as mask_utils
+
+    from dali_pipes.formats.coco_segmentation import rle_string_counts
+    rng = np.random.default_rng(0)
+    for h, w, p in ((40, 60, 0.5), (300, 200, 0.002), (1, 1, 1.0), (50, 70, 0.97)):
+        m = (rng.random((h, w)) < p).astype(np.uint8)
+        m[h // 3:, : w // 2] = 1
+        rle = mask_utils.encode(np.asfortranarray(m))
+        runs = rle_string_counts("x", "counts", rle["counts"].decode("ascii"))
+        flat = np.repeat(np.arange(len(runs)) % 2, runs).astype(np.uint8)
+        np.testing.assert_array_equal(flat.reshape(w, h).T, m)

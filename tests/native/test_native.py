@@ -3,6 +3,7 @@ compiler or with DALI_PIPES_NATIVE=0 the graphs fall back to DALI's own operator
 why; the fused policy operator validates its inputs, naming the sample."""
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -55,18 +56,100 @@ def test_builds_once_into_the_cache_then_loads(first_build):
     assert Path(path).is_relative_to(folder) and "building native operator" in err
     again, _, err2 = _probe({"DALI_PIPES_CACHE": str(folder)})
     assert again == path and "building" not in err2  # the cached file, no second build
-    assert [p.name for p in Path(path).parent.iterdir()] == ["libpolicy_op.so"]  # no temp
+    # no temporary file left; the library and its sidecar (size and sha256)
+    assert sorted(p.name for p in Path(path).parent.iterdir()) == [
+        "libpolicy_op.so", "libpolicy_op.so.sha256"]
+    size, digest = Path(path + ".sha256").read_text().split()
+    assert int(size) == Path(path).stat().st_size
+    assert digest == hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def test_a_damaged_cached_file_is_built_anew(first_build, tmp_path):
+def test_a_truncated_cached_file_is_built_anew_not_loaded(first_build, tmp_path):
+    """Half a library (a full disk, a half-synced home) kills the process with SIGBUS when
+    DALI maps it: the size and sha256 recorded at build time catch it before loading."""
     folder, path, _ = first_build
     copy = tmp_path / "cache"
     shutil.copytree(folder, copy)
     damaged = copy / Path(path).relative_to(folder)
-    damaged.write_bytes(b"not a shared library")
+    whole = damaged.read_bytes()
+    damaged.write_bytes(whole[: len(whole) // 2])
     again, why, err = _probe({"DALI_PIPES_CACHE": str(copy)})
-    assert again == str(damaged) and why is None and "building native operator" in err
-    assert damaged.read_bytes()[:4] == b"\x7fELF"
+    assert again == str(damaged) and why is None
+    assert "does not match its recorded size and sha256" in err
+    assert "building native operator" in err
+    assert damaged.stat().st_size > len(whole) // 2 and damaged.read_bytes()[:4] == b"\x7fELF"
+    assert native.builder.verified(damaged)
+
+
+def test_the_shared_header_is_part_of_the_cache_key(tmp_path, monkeypatch):
+    """Editing dp_op.h (included by every operator) builds every operator anew."""
+    from dali_pipes.native import builder
+    copy = tmp_path / "native"
+    shutil.copytree(builder.SOURCES, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(builder, "SOURCES", copy)
+    src, options = copy / "policy_op.cc", ["g++", "-O3"]
+    before = builder._key(src, options)
+    assert builder._key(src, options) == before
+    with open(copy / "dp_op.h", "a") as f:
+        f.write("// edited\n")
+    assert builder._key(src, options) != before
+
+
+def test_package_data_ships_every_native_source():
+    """pyproject's package-data globs cover every .cc and .h the build compiles."""
+    import tomllib
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())[
+        "tool"]["setuptools"]["package-data"]["dali_pipes.native"]
+    sources = [p for p in native.SOURCES.iterdir() if p.suffix in (".cc", ".h")]
+    assert any(p.suffix == ".h" for p in sources)
+    for p in sources:
+        assert any(p.match(g) for g in globs), p.name
+
+
+_HANGING_CXX = """#!/bin/sh
+sleep 600 &
+echo $! > "$0.child"
+echo $$ > "$0.pid"
+wait
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_compiler_that_never_returns_is_stopped_with_its_children(tmp_path):
+    """DALI_PIPES_BUILD_TIMEOUT bounds the build: the compiler's whole process group is
+    killed (a child it spawned too), stderr says so, and DALI's own operators take over."""
+    if not native.enabled():
+        pytest.skip("DALI_PIPES_NATIVE is off")
+    fake = tmp_path / "hanging-cxx"
+    fake.write_text(_HANGING_CXX)
+    fake.chmod(0o755)
+    try:
+        path, why, err = _probe({"DALI_PIPES_CXX": str(fake), "DALI_PIPES_BUILD_TIMEOUT": "3",
+                                 "DALI_PIPES_CACHE": str(tmp_path / "cache")})
+        pids = [int((tmp_path / f"hanging-cxx.{ext}").read_text()) for ext in ("pid", "child")]
+        assert path is None and "took over 3 s (DALI_PIPES_BUILD_TIMEOUT)" in why
+        assert "building native operator policy_op (first use" in err
+        assert "the compiler was stopped" in err and "using DALI's own operators" in err
+        assert [_alive(p) for p in pids] == [False, False]
+        assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]  # no temp
+    finally:
+        for ext in ("pid", "child"):
+            f = tmp_path / f"hanging-cxx.{ext}"
+            if f.is_file() and _alive(int(f.read_text())):
+                os.kill(int(f.read_text()), 9)
+
+
+def test_a_bad_build_timeout_is_named(monkeypatch):
+    monkeypatch.setenv("DALI_PIPES_BUILD_TIMEOUT", "soon")
+    with pytest.raises(RuntimeError, match="DALI_PIPES_BUILD_TIMEOUT='soon' is not a positive"):
+        native.build("policy_op")
 
 
 @pytest.mark.skipif(not native.enabled(), reason="DALI_PIPES_NATIVE is off")
@@ -97,7 +180,7 @@ def test_without_a_compiler_falls_back_and_names_it(tmp_path):
 
 def test_a_missing_source_is_an_error_naming_it():
     with pytest.raises(RuntimeError, match="no source .*nope.cc"):
-        native._build("nope")
+        native.build("nope")
 
 
 def _const(batch: list):

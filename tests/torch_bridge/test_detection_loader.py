@@ -234,3 +234,63 @@ def test_a_batch_without_boxes_has_n_zero(folder, tmp_path, backend):
     assert batch["labels"].shape == batch["box_valid"].shape == (4, 0)
     assert batch["num_boxes"].tolist() == [0] * 4
     assert set(torch.unique(batch["semantic"]).tolist()) <= {0, 255}
+
+
+
+_CRASH_PROBE = """
+import sys
+from torch_bridge import make_loader
+from dali_pipes.formats import FormatError
+for data in sys.argv[1:]:
+    for backend in ("dali", "torch"):
+        extra = {"reference": {"num_workers": 0}} if backend == "torch" else {}
+        try:
+            loader = make_loader("detection", data, backend=backend, batch_size=4, size=32,
+                                 masks=True, on_error="skip", **extra)
+            print(backend, "batches", sum(1 for _ in loader), "skipped", len(loader.skipped))
+        except FormatError as exc:
+            print(backend, "FormatError", exc)
+        sys.stdout.flush()
+"""
+_CRASHERS = [  # (segmentation, field, message); RLE sizes are filled in with the image's
+    ([[0, 0, 1e12, 0, 0, 1e12]], r"segmentation\[0\]", "outside the"),
+    ([[0, 0, -1e9, 5, 3, -1e9]], r"segmentation\[0\]", "outside the"),
+    ([[0, 0, float("nan"), 5, 3, 7]], r"segmentation\[0\]", "not all finite"),
+    ({"counts": [-5]}, r"segmentation\.counts", "non-negative"),
+    ({"counts": "zzzzzzzz"}, r"segmentation\.counts", "outside '0'..'o'"),
+]
+
+
+def test_a_polygon_or_rle_that_crashes_the_rasteriser_fails_the_file_on_open(folder,
+                                                                             tmp_path):
+    """pycocotools segfaults on huge polygons, hangs on NaN, raises OverflowError on
+    negative runs and writes past the mask for runs that do not add up: the file is refused
+    when the loader is made, on both backends, also under on_error="skip" (one child
+    process for all cases, so that a crash fails this test, not pytest)."""
+    import subprocess
+    import sys
+    folders, victims = [], []
+    for k, (segmentation, _, _) in enumerate(_CRASHERS):
+        copy = shutil.copytree(folder, tmp_path / f"c{k}")
+        doc = json.loads((copy / "instances.json").read_text())
+        victim = next(a for a in doc["annotations"] if a["image_id"] == 30
+                      and not a["iscrowd"])
+        image = next(i for i in doc["images"] if i["id"] == 30)
+        hw = [image["height"], image["width"]]
+        if isinstance(segmentation, dict):
+            counts = segmentation["counts"]
+            segmentation = {"size": hw, "counts": counts if isinstance(counts, str)
+                            else [-5, hw[0] * hw[1] + 5]}
+        victim["segmentation"] = segmentation
+        (copy / "instances.json").write_text(json.dumps(doc))
+        folders.append(str(copy))
+        victims.append(victim["id"])
+    run = subprocess.run([sys.executable, "-c", _CRASH_PROBE, *folders], capture_output=True,
+                         text=True, timeout=300)
+    lines = run.stdout.strip().splitlines()
+    assert run.returncode == 0, f"exit {run.returncode} after {lines}: {run.stderr[-2000:]}"
+    assert len(lines) == 2 * len(_CRASHERS), run.stdout
+    for k, (_, field, message) in enumerate(_CRASHERS):
+        for backend, line in zip(("dali", "torch"), lines[2 * k: 2 * k + 2], strict=True):
+            assert re.match(rf"{backend} FormatError .*instances\.json: annotation "
+                            rf"{victims[k]}\.{field}: .*{message}", line), line
