@@ -1,6 +1,7 @@
 """make_loader(): the modality from the registry, the plan, the engine, the Loader."""
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -100,7 +101,8 @@ def make_loader(modality: str, data: Any, *,
     _check_backend_options(backend, config, reference)
     dev = resolve_device(device)
     guard = SampleGuard(on_error)
-    mod = spec.create(data, seed=seed, device=str(dev), options=modality_options)
+    mod = spec.create(data, seed=seed, device=str(dev), options=modality_options,
+                      keywords=_KEYWORDS)
     rank, world_size = _resolve_rank(rank, world_size)
     sampler = sampler_for(sampling, min_per_source, source=mod.source,
                           multi_source=isinstance(data, (list, tuple)),
@@ -136,3 +138,8 @@ def _engine(backend: str, mod: Modality, plan: EpochPlan, dev: torch.device,
     opts = reference if isinstance(reference, ReferenceOptions) else \
         ReferenceOptions(**(reference or {}))
     return TorchEngine(mod, plan, device=dev, guard=guard, options=opts)
+
+
+# make_loader's own keywords, suggested when a modality option is misspelt ("batchsize")
+_KEYWORDS = tuple(name for name in inspect.signature(make_loader).parameters
+                  if name not in ("modality", "data", "modality_options"))

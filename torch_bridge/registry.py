@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dali_pipes import schema
+from torch_bridge.option_names import unknown_options_error
 from torch_bridge.option_types import check_options
 
 _NOT_OPTIONS = ("self", "data", "seed", "device")
@@ -91,7 +92,8 @@ class ModalitySpec:
         """The built-in sample data maker: `make(progress=None) -> Path`."""
         return _resolve(self.sample)
 
-    def create(self, data, *, seed: int, device: str, options: Mapping[str, Any]):
+    def create(self, data, *, seed: int, device: str, options: Mapping[str, Any],
+               keywords: Sequence[str] = ()):
         """The modality object for `data`.
 
         Args:
@@ -99,6 +101,7 @@ class ModalitySpec:
             seed: the loader's seed.
             device: the loader's device, as a string.
             options: the modality options make_loader received.
+            keywords: make_loader's own keywords (suggested for a misspelt option).
 
         Returns:
             A `torch_bridge.protocols.Modality`.
@@ -106,9 +109,7 @@ class ModalitySpec:
         valid = self.options()
         unknown = [name for name in options if name not in valid]
         if unknown:
-            raise ValueError(f"unknown option{'s' * (len(unknown) > 1)} {', '.join(unknown)} "
-                             f"for modality {self.name!r}; valid options: "
-                             + ", ".join(f"{k}={v!r}" for k, v in valid.items()))
+            raise unknown_options_error(unknown, list(valid), keywords, self.name)
         cls = self.kind_for(data).modality_class()
         check_options(cls, options, where=f"make_loader({self.name!r})")
         takes_device = "device" in inspect.signature(cls).parameters

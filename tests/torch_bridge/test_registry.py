@@ -43,12 +43,29 @@ def test_video_kind_is_chosen_from_the_data(tiny_data):
 
 
 def test_unknown_option_names_it_and_lists_the_valid_ones(image_folder):
-    with pytest.raises(ValueError, match=r"unknown option clip_length for modality 'image'; "
-                                         r"valid options: size=224, train=True, "
-                                         r"scale=.*max_pixels="):
+    with pytest.raises(ValueError, match=r"unknown option clip_length for modality 'image': "
+                                         r"clip_length: no option of that name\. The image "
+                                         r"options: size, train, scale, .*max_pixels"):
         make_loader("image", image_folder, clip_length=4)
-    with pytest.raises(ValueError, match=r"unknown options sise, trian .*'video'.*stride=1"):
+    with pytest.raises(ValueError, match=r"unknown options sise, trian .*'video': sise: did "
+                                         r"you mean size\?; trian: did you mean train\?"):
         make_loader("video", image_folder, sise=3, trian=False)
+
+
+@pytest.mark.parametrize("given,hint", [
+    ("batchsize", r"batchsize: did you mean batch_size\?"),
+    ("bacth_size", r"did you mean batch_size\?"),
+    ("shufle", r"did you mean shuffle\?"),
+    ("num_workers", r"num_workers is a DataLoader option of the torch backend: pass "
+                    r"reference=\{'num_workers': \.\.\.\} with backend='torch'"),
+    ("py_num_workers", r"py_num_workers is a DALI pipeline option: pass "
+                       r"config=\{'py_num_workers': \.\.\.\}"),
+    ("pin_memroy", r"did you mean pin_memory \(in reference=\{\.\.\.\}\)\?"),
+])
+def test_a_misspelt_or_misplaced_option_gets_the_likely_meaning(image_folder, given, hint):
+    with pytest.raises(ValueError, match=hint) as info:
+        make_loader("image", image_folder, **{given: 4})
+    assert len(str(info.value)) < 700  # the names, not every option with its default
 
 
 def test_options_of_the_other_backend_are_refused(image_folder):
