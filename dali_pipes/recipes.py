@@ -9,7 +9,7 @@ exactly today's (no operator is added unless an option asks for it).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from numbers import Real
 from typing import Any
 
@@ -27,8 +27,9 @@ class ImageRecipe:
     """Every recipe option after validation (see docs/recipes.md)."""
 
     size: tuple[int, int] = (224, 224)  # (H, W) at epoch 0
-    # None, ((first_epoch, (H, W)), ...) sorted, or a function epoch -> size
-    schedule: Any = None
+    # None, ((first_epoch, (H, W)), ...) sorted, or a function epoch -> size (derived from
+    # the `size` option, not an option of its own)
+    schedule: Any = field(default=None, metadata={"option": False})
     train: bool = True
     scale: tuple[float, float] = (0.08, 1.0)
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
@@ -98,8 +99,11 @@ class ImageRecipe:
         return tuple(m * 255 for m in mean), tuple(s * 255 for s in std)
 
 
-# make_loader option names ("schedule" comes from `size`)
-RECIPE_OPTIONS = frozenset(f.name for f in fields(ImageRecipe)) - {"schedule"}
+# make_loader option names ("schedule" comes from `size`) and their defaults: the fields of
+# ImageRecipe are the one place a recipe default is written.
+RECIPE_DEFAULTS = {f.name: f.default for f in fields(ImageRecipe)
+                   if f.metadata.get("option", True)}
+RECIPE_OPTIONS = frozenset(RECIPE_DEFAULTS)
 
 
 def _fail(name: str, value, allowed: str):
@@ -188,41 +192,42 @@ def _choice(name: str, value, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def image_recipe(*, size=224, train=True, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
-                 interpolation="bilinear", crop_pct=0.875, mean=IMAGENET_MEAN,
-                 std=IMAGENET_STD, hflip=0.5, vflip=0.0, dtype="float32",
-                 memory_format="contiguous", **batch) -> ImageRecipe:
-    """A validated `ImageRecipe` from make_loader's image options.
+def image_recipe(**given: Any) -> ImageRecipe:
+    """A validated `ImageRecipe` from make_loader's image options: the one validator of
+    recipe options, whether they come as keywords, from a recipe TOML or a preset.
 
     Args:
-        size .. memory_format: the basic transform and output format (docs/recipes.md).
-        **batch: erasing, erasing_scale, erasing_ratio, erasing_value (random erasing after
-            normalisation), mixup, cutmix, mix_prob, switch_prob, mix_mode,
-            label_smoothing, num_classes (batch mixing).
+        **given: any of RECIPE_OPTIONS (docs/recipes.md); the rest keep ImageRecipe's
+            defaults.
 
     Returns:
         The frozen recipe; ValueError naming option, value and allowed range otherwise.
     """
-    first_size, schedule = _size_schedule(size)
+    unknown = sorted(set(given) - RECIPE_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown image recipe option(s) {', '.join(unknown)}")
+    o = {**RECIPE_DEFAULTS, **given}
+    first_size, schedule = _size_schedule(o["size"])
     return ImageRecipe(
-        size=first_size, schedule=schedule, train=bool(train),
-        scale=_pair("scale", scale, 0.0, 1.0, lo_open=True),
-        ratio=_pair("ratio", ratio, 0.0, math.inf, lo_open=True),
-        interpolation=_choice("interpolation", interpolation, INTERPOLATIONS),
-        crop_pct=_number("crop_pct", crop_pct, 0.0, 1.0, lo_open=True),
-        mean=_channels("mean", mean, False), std=_channels("std", std, True),
-        hflip=_number("hflip", hflip, 0.0, 1.0), vflip=_number("vflip", vflip, 0.0, 1.0),
-        dtype=_choice("dtype", dtype, DTYPES),
-        memory_format=_choice("memory_format", memory_format, MEMORY_FORMATS),
-        **_photometric(**{k: batch.pop(k) for k in PHOTOMETRIC_OPTIONS if k in batch}),
-        **_policy(**{k: batch.pop(k) for k in POLICY_OPTIONS if k in batch}),
-        **_batch_options(dtype, **batch))
+        size=first_size, schedule=schedule, train=bool(o["train"]),
+        scale=_pair("scale", o["scale"], 0.0, 1.0, lo_open=True),
+        ratio=_pair("ratio", o["ratio"], 0.0, math.inf, lo_open=True),
+        interpolation=_choice("interpolation", o["interpolation"], INTERPOLATIONS),
+        crop_pct=_number("crop_pct", o["crop_pct"], 0.0, 1.0, lo_open=True),
+        mean=_channels("mean", o["mean"], False), std=_channels("std", o["std"], True),
+        hflip=_number("hflip", o["hflip"], 0.0, 1.0),
+        vflip=_number("vflip", o["vflip"], 0.0, 1.0),
+        dtype=_choice("dtype", o["dtype"], DTYPES),
+        memory_format=_choice("memory_format", o["memory_format"], MEMORY_FORMATS),
+        **_photometric(**{k: o[k] for k in PHOTOMETRIC_OPTIONS}),
+        **_policy(**{k: o[k] for k in POLICY_OPTIONS}),
+        **_batch_options(o["dtype"], **{k: o[k] for k in BATCH_OPTIONS}))
 
 
 POLICY_OPTIONS = ("auto_augment", "num_ops", "magnitude", "magnitude_std")
 
 
-def _policy(*, auto_augment=None, num_ops=2, magnitude=9, magnitude_std=0.0) -> dict:
+def _policy(*, auto_augment, num_ops, magnitude, magnitude_std) -> dict:
     """The augmentation policy, RandAugment's num_ops (1..8) and magnitude (0..30)."""
     from dali_pipes.policies import MAX_MAGNITUDE, POLICIES
     if auto_augment is not None:
@@ -238,8 +243,7 @@ def _policy(*, auto_augment=None, num_ops=2, magnitude=9, magnitude_std=0.0) -> 
 PHOTOMETRIC_OPTIONS = ("color_jitter", "grayscale", "blur", "blur_sigma", "blur_kernel")
 
 
-def _photometric(*, color_jitter=0.0, grayscale=0.0, blur=0.0, blur_sigma=(0.1, 2.0),
-                 blur_kernel=9) -> dict:
+def _photometric(*, color_jitter, grayscale, blur, blur_sigma, blur_kernel) -> dict:
     """Colour jitter (a float: brightness, contrast, saturation; or a 3- or 4-tuple adding
     hue), grayscale and blur probabilities, blur sigma range and kernel size."""
     cj = color_jitter if isinstance(color_jitter, (tuple, list)) else (color_jitter,) * 3
@@ -258,8 +262,13 @@ def _photometric(*, color_jitter=0.0, grayscale=0.0, blur=0.0, blur_sigma=(0.1, 
                 blur_kernel=blur_kernel)
 
 
-def _batch_options(dtype, *, erasing=0.0, erasing_scale=(0.02, 1 / 3),
-                   erasing_ratio=(0.3, 3.3), erasing_value=0.0, **mixing) -> dict:
+BATCH_OPTIONS = ("erasing", "erasing_scale", "erasing_ratio", "erasing_value", "mixup",
+                 "cutmix", "mix_prob", "switch_prob", "mix_mode", "label_smoothing",
+                 "num_classes")
+
+
+def _batch_options(dtype, *, erasing, erasing_scale, erasing_ratio, erasing_value,
+                   **mixing) -> dict:
     """The options applied to whole batches: random erasing and mixing."""
     p = _number("erasing", erasing, 0.0, 1.0)
     if p > 0 and dtype == "uint8":
@@ -274,8 +283,8 @@ def _batch_options(dtype, *, erasing=0.0, erasing_scale=(0.02, 1 / 3),
                 erasing_value=erasing_value, **_mixing(**mixing))
 
 
-def _mixing(*, mixup=0.0, cutmix=0.0, mix_prob=1.0, switch_prob=0.5, mix_mode="batch",
-            label_smoothing=0.0, num_classes=None) -> dict:
+def _mixing(*, mixup, cutmix, mix_prob, switch_prob, mix_mode, label_smoothing,
+            num_classes) -> dict:
     if num_classes is not None and (not isinstance(num_classes, int)
                                     or isinstance(num_classes, bool) or num_classes < 1):
         _fail("num_classes", num_classes, "None or a positive int")

@@ -20,6 +20,8 @@ from typing import Any, Literal, Union
 
 import numpy as np
 
+from torch_bridge.options import option_types
+
 _UNKNOWN = object()  # an annotation this module does not check
 
 
@@ -41,7 +43,8 @@ def annotations_of(func: Callable[..., Any]) -> dict[str, Any]:
     """
     targets = [vars(c)["__init__"] for c in func.__mro__ if "__init__" in vars(c)] \
         if isinstance(func, type) else [func]
-    out: dict[str, Any] = {}
+    # a modality's options taken through **options are the fields of its option groups
+    out: dict[str, Any] = option_types(getattr(func, "option_groups", ()))
     for target in targets:
         hints = _hints(target)
         for name, param in inspect.signature(target).parameters.items():

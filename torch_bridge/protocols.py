@@ -168,6 +168,9 @@ class Modality(DaliFeed, Protocol):
     name: str
     source: Any  # index-addressable source: len(), labels, source_ids, path(i)
     multi_source: bool = False  # `data` was a list of folders: batches hold "source_id"
+    # Dataclasses whose fields are constructor options taken through **options (each
+    # option's default and type written there once; torch_bridge.options)
+    option_groups: tuple[type, ...] = ()
     padded_fields: tuple[str, ...] = ()  # fields the torch collate pads along time
 
     def after_batch(self, batch: dict[str, Any], epoch: int, position: int

@@ -16,11 +16,15 @@ import importlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dali_pipes import schema
 from torch_bridge.option_names import unknown_options_error
 from torch_bridge.option_types import check_options
+from torch_bridge.options import option_defaults
+
+if TYPE_CHECKING:
+    from torch_bridge.protocols import Modality
 
 _NOT_OPTIONS = ("self", "data", "seed", "device")
 
@@ -44,7 +48,7 @@ class Kind:
     tiny_options: Mapping[str, Any] = field(default_factory=dict)
     detect: str | None = None
 
-    def modality_class(self) -> type:
+    def modality_class(self) -> type[Modality]:
         """The modality class (imported on first use)."""
         return _resolve(self.cls)
 
@@ -79,7 +83,10 @@ class ModalitySpec:
         """Every modality option (of all kinds) with its default."""
         out: dict[str, Any] = {}
         for kind in self.kinds:
-            for name, param in inspect.signature(kind.modality_class()).parameters.items():
+            cls = kind.modality_class()
+            for name, default in option_defaults(cls.option_groups).items():
+                out.setdefault(name, default)
+            for name, param in inspect.signature(cls).parameters.items():
                 if name not in _NOT_OPTIONS and param.kind is param.KEYWORD_ONLY:
                     out.setdefault(name, param.default)
         return out
@@ -110,7 +117,7 @@ class ModalitySpec:
         unknown = [name for name in options if name not in valid]
         if unknown:
             raise unknown_options_error(unknown, list(valid), keywords, self.name)
-        cls = self.kind_for(data).modality_class()
+        cls: Any = self.kind_for(data).modality_class()  # a concrete class (its __init__)
         check_options(cls, options, where=f"make_loader({self.name!r})")
         takes_device = "device" in inspect.signature(cls).parameters
         return cls(data, seed=seed, **({"device": device} if takes_device else {}), **options)

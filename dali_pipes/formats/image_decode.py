@@ -18,7 +18,7 @@ DALI 2.4's CPU decoder has no RGBA output type and its native-channels output
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -47,9 +47,24 @@ class ImageDecode:
         return not (self.orientation or self.alpha)
 
 
-def image_decode(*, adjust_orientation=False, alpha="drop") -> ImageDecode:
+@dataclass(frozen=True)
+class DecodeOptions:
+    """make_loader's decode options (docs/data_sources.md): `adjust_orientation` turns and
+    flips each image as its EXIF Orientation tag says; `alpha` "drop" (RGB) or "keep"
+    (RGB + alpha). `image_decode` validates them into an `ImageDecode`."""
+
+    adjust_orientation: bool = False
+    alpha: str = "drop"
+
+
+DECODE_DEFAULTS = {f.name: f.default for f in fields(DecodeOptions)}
+
+
+def image_decode(**given) -> ImageDecode:
     """Validated decode options (ValueError naming the option, the value and what is
-    allowed)."""
+    allowed); options not given keep `DecodeOptions`' defaults."""
+    options = {**DECODE_DEFAULTS, **given}
+    adjust_orientation, alpha = options["adjust_orientation"], options["alpha"]
     if not isinstance(adjust_orientation, (bool, np.bool_)):
         raise ValueError(f"image option adjust_orientation={adjust_orientation!r} is not "
                          f"allowed; expected True or False")

@@ -70,12 +70,21 @@ def test_eval_loader_takes_the_eval_table(image_folder):
 
 
 def test_explicit_options_win_over_the_preset(image_folder):
-    """An option given with a value other than its default wins (one given at its default
-    cannot be told from one not given: the preset's value applies, docs/recipes.md)."""
+    """An option given to make_loader wins over the preset's value."""
     batch = next(iter(_loader(image_folder, "torch", recipe="ffcv-rn50", size=24,
                               dtype="bfloat16")))
     assert batch["image"].dtype == torch.bfloat16 and batch["image"].shape[-1] == 24
     assert batch["image"].is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("backend", ["dali", "torch"])
+def test_an_option_given_at_its_default_wins_over_the_preset(image_folder, backend):
+    """timm-rand-m9 sets mixup, cutmix and label smoothing (a soft "target"); given at
+    their defaults they are off, as asked, on both backends."""
+    mixed = next(iter(_loader(image_folder, backend, recipe="timm-rand-m9", size=24)))
+    plain = next(iter(_loader(image_folder, backend, recipe="timm-rand-m9", size=24,
+                              mixup=0.0, cutmix=0.0, label_smoothing=0.0)))
+    assert "target" in mixed and "target" not in plain
 
 
 def test_user_toml(image_folder, tmp_path):

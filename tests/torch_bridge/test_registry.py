@@ -24,11 +24,15 @@ def test_names_and_kinds():
         registry.get("audio")
 
 
-def test_options_come_from_the_constructors():
+def test_options_come_from_the_constructors_and_option_groups():
     image = registry.get("image").options()
-    assert image["size"] == 224 and image["train"] is True and image["mixup"] == 0.0
+    assert image["size"] == (224, 224) and image["train"] is True and image["mixup"] == 0.0
     assert image["max_pixels"] == 89_478_485 and image["image_column"] is None
     assert image["storage_options"] is None and image["cache_limit"] is None
+    assert image["alpha"] == "drop" and image["recipe"] is None
+    # each image option's default is written once: in the field of its option group
+    from dali_pipes.recipes import ImageRecipe
+    assert image["hflip"] == ImageRecipe.hflip and "schedule" not in image
     video = registry.get("video").options()
     assert video["clip_length"] == 8 and video["pad"] == "repeat_last"
     fusion = registry.get("fusion").options()

@@ -1,31 +1,32 @@
 """The image modality: image class folders or WebDataset shards -> normalized crops, labels."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 import torch
 
 from dali_pipes.augment import recipe_params
-from dali_pipes.formats.image_decode import alpha_windows, image_decode, prepare_decode
-from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+from dali_pipes.formats.image_decode import (
+    DecodeOptions,
+    alpha_windows,
+    image_decode,
+    prepare_decode,
+)
 from dali_pipes.mixing import mix_params
 from dali_pipes.photometric import photometric_params
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
 from dali_pipes.policies import affine_matrices, photo_params, policy_ops
-from dali_pipes.recipes import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    RECIPE_OPTIONS,
-    check_num_classes,
-    image_recipe,
-    size_at,
-)
+from dali_pipes.recipe_files import load_recipe
+from dali_pipes.recipes import ImageRecipe, check_num_classes, image_recipe, size_at
 from dali_pipes.sources.hf import image_source
 from dali_pipes.sources.image import ImageFolderSource, class_folder_objects, remote_roots
+from dali_pipes.sources.options import ImageSourceOptions
 from dali_pipes.sources.shards import ShardSource, is_shard_data
+from dali_pipes.stores.options import StoreOptions
 from dali_pipes.stores.remote import FsspecStore
 from torch_bridge.erasing import erase_batch
 from torch_bridge.errors import SampleGuard
@@ -38,6 +39,7 @@ from torch_bridge.modalities.image_decode import (
     with_alpha_channel,
 )
 from torch_bridge.option_types import OptionTypeError
+from torch_bridge.options import split_options
 from torch_bridge.photometric import apply_photometric
 from torch_bridge.policies import apply_policy
 
@@ -75,37 +77,29 @@ class ImageModality(SourceModality):
     name = "image"
     dali_outputs = image_graph.OUTPUTS
 
-    def __init__(self, data, *, seed: int, size=224, train: bool = True,
-                 scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), interpolation="bilinear",
-                 crop_pct=0.875, mean=IMAGENET_MEAN, std=IMAGENET_STD, hflip=0.5, vflip=0.0,
-                 dtype="float32", memory_format="contiguous", mixup=0.0, cutmix=0.0,
-                 mix_prob=1.0, switch_prob=0.5, mix_mode="batch", label_smoothing=0.0,
-                 num_classes=None, erasing=0.0, erasing_scale=(0.02, 1 / 3),
-                 erasing_ratio=(0.3, 3.3), erasing_value=0.0, color_jitter=0.0, grayscale=0.0,
-                 blur=0.0, blur_sigma=(0.1, 2.0), blur_kernel=9, auto_augment=None,
-                 num_ops=2, magnitude=9, magnitude_std=0.0, recipe=None,
-                 max_pixels: int | None = DEFAULT_MAX_PIXELS,
-                 adjust_orientation: bool = False, alpha: str = "drop",
-                 image_column: str | None = None, label_column: str | None = None,
-                 storage_options: dict | None = None, cache_dir: str | None = None,
-                 cache_limit: int | None = None):
-        _check_size_type(size)
-        options = {k: v for k, v in locals().items() if k in RECIPE_OPTIONS}
-        if recipe is not None:
-            options = _with_preset(options, recipe, train)
-        self.decode = image_decode(adjust_orientation=adjust_orientation, alpha=alpha)
-        options, alpha_norm = split_alpha_norm(options, self.decode.alpha)
-        self.recipe = image_recipe(**options)
+    # make_loader's image options: the fields of these (each default and type is written
+    # there once); `recipe` (a preset) fills the options not given.
+    option_groups = (ImageRecipe, DecodeOptions, ImageSourceOptions, StoreOptions)
+
+    def __init__(self, data, *, seed: int, recipe: str | os.PathLike | None = None,
+                 **options: Any):
+        given = split_options(options, self.option_groups)
+        recipe_options = given[ImageRecipe]
+        _check_size_type(recipe_options.get("size", 224))
+        if recipe is not None:  # an explicit option always wins over the preset
+            preset = load_recipe(recipe, train=recipe_options.get("train", True))
+            recipe_options = {**preset, **recipe_options}
+        self.decode = image_decode(**given[DecodeOptions])
+        recipe_options, alpha_norm = split_alpha_norm(recipe_options, self.decode.alpha)
+        self.recipe = image_recipe(**recipe_options)
         if self.decode.alpha:
             self.recipe = with_alpha_channel(self.recipe, *alpha_norm)
         self.augment_policy = self.recipe.auto_augment
-        self._set_source(_image_source(data, max_pixels, image_column, label_column,
-                                       {"storage_options": storage_options,
-                                        "cache_dir": cache_dir, "cache_limit": cache_limit}),
-                         data)
+        self._set_source(_image_source(data, ImageSourceOptions(**given[ImageSourceOptions]),
+                                       StoreOptions(**given[StoreOptions])), data)
         if isinstance(self.source, ShardSource):
             self.multi_source = self.source.multi_source
-        self.seed, self.size, self.train = seed, self.recipe.size[0], train
+        self.seed, self.size, self.train = seed, self.recipe.size[0], self.recipe.train
         self.num_classes = check_num_classes(self.recipe, self.source.labels) \
             if self.recipe.mixing else None
         self._scaled = False  # reduced-scale decoding in the feed (set by build_pipeline)
@@ -292,18 +286,6 @@ class ImageModality(SourceModality):
         return batch
 
 
-def _with_preset(options: dict, recipe, train: bool) -> dict:
-    """`options` with the preset's values for every option left at its default (an option
-    given with another value wins over the preset)."""
-    import inspect
-
-    from dali_pipes.recipe_files import load_recipe
-    defaults = {name: p.default for name, p in
-                inspect.signature(ImageModality.__init__).parameters.items()}
-    preset = load_recipe(recipe, train=train)
-    return {**options, **{k: v for k, v in preset.items() if options[k] == defaults[k]}}
-
-
 def _check_size_type(size) -> None:
     """OptionTypeError for a `size` of no type it can have (a str, a float, a bool)."""
     if isinstance(size, (str, bytes, float, bool, np.floating, np.bool_)):
@@ -312,19 +294,21 @@ def _check_size_type(size) -> None:
                               f"{{first_epoch: size}} table or a function of the epoch")
 
 
-def _image_source(data, max_pixels, image_column, label_column, remote: dict):
+def _image_source(data, options: ImageSourceOptions, stores: StoreOptions):
     """WebDataset shards (local or URLs, sources/shards.py), class folders behind URLs
     (sources/image.py), a Hugging Face dataset or local class folders (sources/hf.py)."""
+    max_pixels = options.max_pixels
     if is_shard_data(data):
+        remote = stores.as_kwargs()
         store = FsspecStore(**remote) if remote_roots(data) else None
         objects = class_folder_objects(data, store) if store is not None else None
         if store is not None and objects is not None:
             return ImageFolderSource(data, max_pixels=max_pixels, store=store, objects=objects)
         return ShardSource(data, store=store, remote=remote, max_pixels=max_pixels)
-    if any(v is not None for v in remote.values()):
+    if stores.given():
         raise ValueError("storage_options, cache_dir and cache_limit apply to URLs only")
-    return image_source(data, max_pixels=max_pixels, image_column=image_column,
-                        label_column=label_column)
+    return image_source(data, max_pixels=max_pixels, image_column=options.image_column,
+                        label_column=options.label_column)
 
 
 def _unwrap(got):
