@@ -215,7 +215,7 @@ def run_all(todo: list, report: Report, deadline: Deadline, min_left: float = 5.
         if deadline.left() < min_left:
             report.not_run(f"{deadline.left():.0f} s left before the deadline")
             return
-        report.current = name
+        report.start(name)
         record = run_one(name, fn)
         report.add(record)
         if name == "preflight" and record["status"] == "fail":

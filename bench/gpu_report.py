@@ -53,6 +53,12 @@ class Report:
         self.lock = threading.Lock()
         out.mkdir(parents=True, exist_ok=True)
 
+    def start(self, name: str) -> None:
+        """`name` runs now (written too: a run killed from outside shows where it was)."""
+        with self.lock:
+            self.current = name
+            self._write()
+
     def add(self, record: dict) -> None:
         with self.lock:
             self.records.append(record)
