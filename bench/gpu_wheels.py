@@ -144,7 +144,7 @@ def unpack(store: Path, site: Path, manifest: dict) -> tuple[int, str]:
     return 0, f"unpacked {len(manifest['parts'])} parts into {site}"
 
 
-def prepare(repo: Path, margin: int = 2 * 2**20, preset: int = 6) -> dict:
+def prepare(repo: Path, margin: int = 2 * 2**20, preset: int = 9) -> dict:
     """Download, unpack, prune, pack and split (see the module doc)."""
     whl = repo / ".whl"
     wheels, stage = whl / "wheels", whl / "stage"
