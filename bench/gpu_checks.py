@@ -13,15 +13,18 @@ lengths, masks, IMU) must be equal bit for bit: frames are aligned.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from bench.gpu_report import Deadline
+
 IMAGE_TOL = 0.05
 VIDEO_TOL = 0.08
-TORCH_PATH_TOL = 0.15  # DALI vs the torch path (on a GPU: nvJPEG and DALI's resize)
+TORCH_PATH_TOL = 0.05  # DALI vs the torch path: the loader contract's bound (docs/speed.md)
 PRESETS = ("default", "throughput", "low_memory", "exact")
 
 
@@ -33,21 +36,37 @@ class Ctx:
     n_images: int = 64
     big_batch: int = 256   # the batch of the throughput checks
     steps: int = 20        # timed batches of the throughput checks
+    large_photos: int = 8  # files of the large-photo set (3000-6000 px)
     cache: dict = field(default_factory=dict)
+    deadline: Deadline | None = None  # bench/gpu_report.py: clips subprocess timeouts
 
     @property
     def gpu(self) -> bool:
         return self.device.startswith("cuda")
 
+    def timeout(self, want: float, keep: float = 0.0) -> float:
+        """A subprocess's timeout: `want` s, clipped to the time left before the deadline
+        (less `keep`, held back for the checks after it)."""
+        return want if self.deadline is None else self.deadline.timeout(want, keep)
+
 
 def dry_ctx(work: Path) -> Ctx:
-    return Ctx("cpu", work, image_size=64, n_images=16, big_batch=16, steps=3)
+    return Ctx("cpu", work, image_size=64, n_images=16, big_batch=16, steps=3, large_photos=1)
 
 
 # --- data --------------------------------------------------------------------------------
 def _once(ctx: Ctx, name: str, make):
+    """`make(ctx.work / name)` once per work folder: a finished folder is marked (a file
+    beside it), so a rerun with the same `--work` reuses it; a half-made one (a run killed
+    while writing it) is removed and made again."""
     if name not in ctx.cache:
-        ctx.cache[name] = make(ctx.work / name)
+        import shutil
+        folder, done = ctx.work / name, ctx.work / f".{name}.done"
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            made = Path(make(folder))  # the data's root: the folder or one inside it
+            done.write_text(str(made.relative_to(ctx.work)))
+        ctx.cache[name] = ctx.work / done.read_text()
     return ctx.cache[name]
 
 
@@ -57,6 +76,26 @@ def images(ctx: Ctx, n: int | None = None) -> Path:
     side, n = ctx.image_size, n or ctx.n_images
     return _once(ctx, f"images_{n}", lambda p: image_dataset(
         n_images=n, n_classes=4, root=p, size=(side + side // 2, side)))
+
+
+def large_photos(ctx: Ctx, copies: int = 1) -> Path:
+    """ctx.large_photos camera-like JPEGs of 3000-6000 px, half of them progressive
+    (bench/sample_data.py), each linked `copies` times (a batch-256 set for the throughput
+    check without drawing 256 photos: the decoders do not care that files repeat)."""
+    from bench.sample_data import image_dataset, large_photo_dataset
+    distinct = _once(ctx, "large", lambda p: large_photo_dataset(
+        n_images=ctx.large_photos, n_classes=2, root=p) if ctx.gpu else image_dataset(
+        n_images=2, n_classes=2, root=p, size=(1200, 900)))  # dry: quick, 1200x900
+    if copies == 1:
+        return distinct
+
+    def link(p):
+        for f in distinct.rglob("*.jpg"):
+            (p / f.parent.name).mkdir(parents=True, exist_ok=True)
+            for k in range(copies):
+                os.link(f, p / f.parent.name / f"{f.stem}_{k}.jpg")
+        return p
+    return _once(ctx, f"large_x{copies}", link)
 
 
 def big_images(ctx: Ctx) -> Path:
@@ -110,7 +149,7 @@ def rgba_images(ctx: Ctx) -> Path:
     from PIL import Image
 
     def make(p):
-        shutil.copytree(images(ctx), p)
+        shutil.copytree(images(ctx), p, dirs_exist_ok=True)
         rng = np.random.default_rng(2)
         side = ctx.image_size
         for k in range(4):
@@ -172,12 +211,53 @@ def image_preset(ctx: Ctx, preset: str, train: bool) -> dict:
                        batch_size=16, size=224, train=train, config=preset)
 
 
-def image_torch_path(ctx: Ctx) -> dict:
+def image_torch_path(ctx: Ctx, preset: str) -> dict:
+    """DALI on the device against the torch path (PIL / torchvision on the CPU) with
+    `preset`, within the contract's bound between backends (TORCH_PATH_TOL)."""
     kw = dict(batch_size=16, size=224, train=False)
-    dali = epoch(loader(ctx, "image", images(ctx), **kw))
+    dali = epoch(loader(ctx, "image", images(ctx), config=preset, **kw))
     ref = epoch(loader(ctx, "image", images(ctx), "cpu", backend="torch",
                        reference={"num_workers": 0}, **kw))
-    return compare(dali, ref, pixels="image", tol=TORCH_PATH_TOL)
+    return {"preset": preset, **compare(dali, ref, pixels="image", tol=TORCH_PATH_TOL)}
+
+
+# colour jitter with hue, grayscale, blur and a policy: what the GPU graph runs as DALI's own
+# operators (fn.hsv, arithmetic, fn.gaussian_blur), so the reference is DALI's CPU backend
+# with the same operators (native_ops off: the fused CPU operators follow torchvision's
+# hue, not fn.hsv's; docs/recipes.md)
+PHOTOMETRIC = dict(color_jitter=(0.4, 0.4, 0.4, 0.1), grayscale=0.2, blur=0.5,
+                   auto_augment="autoaugment")
+
+
+def image_photometric(ctx: Ctx) -> dict:
+    kw = dict(batch_size=8, size=96, config={"native_ops": False}, **PHOTOMETRIC)
+    got = epoch(loader(ctx, "image", images(ctx), **kw))
+    on_device(ctx, got)
+    ref = epoch(loader(ctx, "image", images(ctx), "cpu", **kw))
+    return compare(got, ref, pixels="image", tol=IMAGE_TOL if ctx.gpu else 0.0)
+
+
+def image_outputs(ctx: Ctx) -> dict:
+    """dtype float16 / bfloat16 / uint8 with channels_last: the dtype and memory format
+    asked for, pixels within IMAGE_TOL (uint8: in levels, x58) of the CPU backend's."""
+    out = {}
+    for dtype in ("float16", "bfloat16", "uint8"):
+        kw = dict(batch_size=8, size=64, dtype=dtype, memory_format="channels_last")
+        got = epoch(loader(ctx, "image", images(ctx), **kw))
+        on_device(ctx, got)
+        for b in got:
+            assert b["image"].dtype == getattr(torch, dtype), (dtype, b["image"].dtype)
+            assert b["image"].is_contiguous(memory_format=torch.channels_last), dtype
+        tol = IMAGE_TOL * (58 if dtype == "uint8" else 1) + (0.01 if dtype != "uint8" else 0)
+        ref = epoch(loader(ctx, "image", images(ctx), "cpu", **kw))
+        out[dtype] = compare(got, ref, pixels="image", tol=tol if ctx.gpu else 0.0)
+    return out
+
+
+def image_large_photos(ctx: Ctx) -> dict:
+    """Large camera-like photos (nvJPEG with the hardware decoder, progressive files too)."""
+    return against_cpu(ctx, "image", large_photos(ctx), pixels="image", tol=IMAGE_TOL,
+                       batch_size=4, size=224)
 
 
 def hyperspectral(ctx: Ctx, normalize: bool) -> dict:

@@ -12,9 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from bench.gpu_checks import (
+    CLIP,
     IMAGE_TOL,
     PRESETS,
     Ctx,
@@ -22,8 +24,10 @@ from bench.gpu_checks import (
     compare,
     epoch,
     images,
+    large_photos,
     loader,
     on_device,
+    videos,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +107,7 @@ def local_rank(ctx: Ctx) -> dict:
     code = "from torch_bridge.loader import resolve_device; print(resolve_device('cuda'))"
     env = dict(os.environ, LOCAL_RANK="1", CUDA_VISIBLE_DEVICES=visible)
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=120, cwd=ROOT)
+                         text=True, timeout=ctx.timeout(120), cwd=ROOT)
     assert run.returncode == 0 and run.stdout.strip() == "cuda:0", run.stderr[-800:]
     return {"resolved": run.stdout.strip()}
 
@@ -123,24 +127,48 @@ def nvml_mapping(ctx: Ctx) -> dict:
     return {"gpu": name}
 
 
-def images_per_second(ctx: Ctx) -> dict:
-    """Timed batches of `ctx.big_batch` per preset (after 3 warm-up batches)."""
-    out = {}
-    sync = torch.cuda.synchronize if ctx.gpu else (lambda: None)
-    for preset in PRESETS:
-        ld = loader(ctx, "image", big_images(ctx), batch_size=ctx.big_batch, size=224,
-                    config=preset, drop_last=False)
-        stream = _endless(ld)
-        for _ in range(3):
-            next(stream)
+def rate(ld, batch: int, steps: int, sync, windows: int = 3) -> float:
+    """Median samples/s over `windows` windows of `steps` batches, after 2 warm-up batches."""
+    stream = _endless(ld)
+    for _ in range(2):
+        next(stream)
+    rates = []
+    for _ in range(windows):
         sync()
         t0, n = time.perf_counter(), 0
-        for _ in range(ctx.steps):
+        for _ in range(steps):
             n += len(next(stream)["label"])
         sync()
-        out[preset] = round(n / (time.perf_counter() - t0), 1)
-        ld.close()
-    return {"images_per_s": out, "batch": ctx.big_batch}
+        rates.append(n / (time.perf_counter() - t0))
+    ld.close()
+    return round(float(np.median(rates)), 1)
+
+
+def throughput(ctx: Ctx) -> dict:
+    """Images/s per preset at ctx.big_batch on the built-in set and on large photos, against
+    the torch path on the device (16 workers, pinned) and DALI's CPU backend, median of 3
+    windows; clips/s of VP9 256x256 through NVDEC (DALI) and PyAV (the torch path)."""
+    sync = torch.cuda.synchronize if ctx.gpu else (lambda: None)
+    steps, batch, out = max(ctx.steps // 3, 2), ctx.big_batch, {}
+    sets = {"built-in": big_images(ctx)}
+    if ctx.gpu:  # the dry run's CPU would take minutes over 3000-6000 px photos
+        sets["large"] = large_photos(ctx, copies=-(-2 * batch // ctx.large_photos))
+    torch_path = {"num_workers": 16 if ctx.gpu else 0, "pin_memory": ctx.gpu}
+    for name, data in sets.items():
+        rows = {f"dali {p}": (dict(config=p), ctx.device) for p in PRESETS}
+        rows["dali cpu default"] = (dict(config="default"), "cpu")
+        rows["torch"] = (dict(backend="torch", reference=torch_path), ctx.device)
+        out[name] = {}
+        for label, (kw, device) in rows.items():
+            ld = loader(ctx, "image", data, device, batch_size=batch, size=224,
+                        drop_last=False, **kw)
+            out[name][label] = rate(ld, batch, steps, sync)
+    clip = dict(CLIP, batch_size=8)
+    out["clips_per_s"] = {
+        "dali (NVDEC on a GPU)": rate(loader(ctx, "video", videos(ctx), **clip), 8, steps, sync),
+        "torch (PyAV)": rate(loader(ctx, "video", videos(ctx), backend="torch",
+                                    reference=torch_path, **clip), 8, steps, sync)}
+    return {"images_per_s": out, "batch": batch, "steps_per_window": steps, "windows": 3}
 
 
 def _endless(ld):
@@ -159,7 +187,8 @@ def compare_cuda(ctx: Ctx) -> dict:
            "--steps", str(ctx.steps), "--warmup", "2", "--backends", "dali,torch",
            "--json", str(out_json)]
     with EngineSampler(torch.cuda.current_device() if ctx.gpu else None) as engines:
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=ROOT)
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=ctx.timeout(240),
+                             cwd=ROOT)
     assert run.returncode == 0, run.stderr[-1500:]
     report = json.loads(out_json.read_text())
     jpeg = engines.mean("jpeg")

@@ -101,6 +101,8 @@ class DaliEngine:
         """The pipeline, built on first use and kept across passes: one DALI pipeline, or
         (`pipeline_count` > 1) a `PipeRing` of several taking batches in turn."""
         if self._pipe is None:
+            if self.dali_device == "gpu":  # pinned memory, CuPy, DALI: this GPU, not GPU 0
+                torch.cuda.set_device(self._device_id())
             count = pipeline_count(self.config, self.modality, self.dali_device)
             config = self.config if count == 1 else ring_member_config(self.config, count)
             pipes = [self.modality.build_pipeline(
@@ -178,7 +180,7 @@ class DaliEngine:
                 continue
             t0 = perf_counter_ns()
             try:
-                outputs = pipe.outputs()
+                outputs = self._outputs(pipe)
             except Exception as exc:  # DALI raises RuntimeError subclasses; keep the cause
                 self._reset()
                 self._blame(entry, exc)
@@ -195,6 +197,13 @@ class DaliEngine:
             self.stats.yielded(entry.prepared.kept, len(self._pending))
             yield entry.batch.position, batch
         return None
+
+    def _outputs(self, pipe):
+        """The next outputs; on a GPU bound to torch's current stream (DALI orders them on
+        it instead of making the host wait for them)."""
+        if self.dali_device == "cpu":
+            return pipe.outputs()
+        return pipe.outputs(cuda_stream=torch.cuda.current_stream(self.device))
 
     def _next_entry(self, pipe, epoch: int) -> _Fed | _Failed | None:
         """Take the next entry of `epoch` (its batch scheduled if it has samples), dropping

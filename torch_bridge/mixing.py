@@ -3,8 +3,11 @@
 The same pure torch function runs for both backends, after the batch is assembled
 (`ImageModality.after_batch`, called by the Loader with the epoch and batch position); the
 parameters come from `dali_pipes.mixing.mix_params`, a function of (seed, epoch, position).
-Batches are mixed in place, row by row along the permutation's cycles, without a
-batch-sized temporary (on the host each new batch-sized tensor costs its page faults).
+On the host batches are mixed in place, row by row along the permutation's cycles, without
+a batch-sized temporary (on the host each new batch-sized tensor costs its page faults). On
+a GPU the batch is mixed by batch-wide ops (`mix_on_device`): the parameters cross in one
+pinned, non-blocking copy, so nothing waits for the training stream and no row is a Python
+step.
 """
 from __future__ import annotations
 
@@ -111,11 +114,43 @@ def mix_batch(images: torch.Tensor, labels: torch.Tensor, params: MixParams, *,
         (images of the same dtype and memory format, float32 (B, num_classes) targets):
         each row `lam * own + (1 - lam) * partner`, then the partner's box pasted.
     """
-    dev = images.device
-    perm = torch.from_numpy(params.perm).to(dev)
+    from torch_bridge.transfer import stage
+    moved = stage({"perm": torch.from_numpy(np.ascontiguousarray(params.perm, np.int64)),
+                   "target_lam": torch.from_numpy(params.target_lam.astype(np.float32)),
+                   "lam": torch.from_numpy(params.lam.astype(np.float32)),
+                   "boxes": torch.from_numpy(np.ascontiguousarray(params.boxes, np.int64))},
+                  images.device)
     target = soft_targets(labels, num_classes, smoothing)
-    lam_t = torch.from_numpy(params.target_lam).to(dev, torch.float32).view(-1, 1)
-    target = lam_t * target + (1 - lam_t) * target[perm]
+    lam_t = moved["target_lam"].view(-1, 1)
+    target = lam_t * target + (1 - lam_t) * target[moved["perm"]]
+    if images.device.type != "cpu":
+        return mix_on_device(images, moved["perm"], moved["lam"], moved["boxes"]), target
     with one_thread():
         _mix_in_place(images, params.perm, params.lam, params.boxes)
     return images, target
+
+
+def mix_on_device(images: torch.Tensor, perm: torch.Tensor, lam: torch.Tensor,
+                  boxes: torch.Tensor) -> torch.Tensor:
+    """The batch-wide mix (any device; used on GPUs), in place, with the same arithmetic
+    as the host's rows: `own * lam + partner * (1 - lam)` in float32 where lam < 1, then
+    the partner's box (top, bottom, left, right) pasted; uint8 rounded and clamped.
+
+    Args:
+        images: (B, C, H, W) float or uint8.
+        perm: int64 (B,) partners; lam: float32 (B,); boxes: int64 (B, 4); on its device.
+    """
+    partner = images[perm]  # a copy: the partners' original pixels
+    own = images.float() if images.dtype == torch.uint8 else images
+    other = partner.float() if partner.dtype == torch.uint8 else partner
+    weight = lam.view(-1, 1, 1, 1).to(own.dtype)
+    mixed = torch.where(weight != 1, own * weight + other * (1 - weight), own)
+    height, width = images.shape[-2:]
+    y = torch.arange(height, device=images.device).view(1, 1, -1, 1)
+    x = torch.arange(width, device=images.device).view(1, 1, 1, -1)
+    top, bottom, left, right = (boxes[:, k].view(-1, 1, 1, 1) for k in range(4))
+    inside = (y >= top) & (y < bottom) & (x >= left) & (x < right)
+    mixed = torch.where(inside, other, mixed)
+    if images.dtype == torch.uint8:
+        mixed = mixed.round_().clamp_(0, 255)
+    return images.copy_(mixed)

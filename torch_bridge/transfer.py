@@ -8,7 +8,8 @@ training work already queued on the stream. Instead every host field of a batch 
 once into ONE pinned staging buffer (`stage`) that crosses with a single
 `non_blocking=True` copy on torch's current stream; the device fields are views into the
 copied buffer. torch's pinned-memory allocator keeps the buffer alive until that copy has
-run. GPU outputs are copied by DALI (`feed_ndarray`, ordered on torch's current stream).
+run. GPU outputs are handed over without a copy (`torch.from_dlpack` on DALI's output, which
+the engine takes with `outputs(cuda_stream=torch's current stream)`).
 Normalisation constants live once per device (`on_device`).
 
 DALI CPU outputs held in pinned memory (a DLPack device of kDLCUDAHost, which
@@ -27,14 +28,17 @@ _KDL_CUDA_HOST = 3  # DLPack's kDLCUDAHost: pinned host memory
 _CONSTANTS: dict[tuple[str, str], torch.Tensor] = {}
 
 
-def dali_to_torch(tensor_list, device: torch.device) -> torch.Tensor:
-    """A dense (B, ...) torch tensor from a uniform TensorList: a GPU one copied into memory
-    torch owns on `device`; a CPU one as a host tensor (zero copy where DALI allows it),
-    which `attach_meta` then stages to `device` together with the batch's other host fields.
+def dali_to_torch(tensor_list, device: torch.device, zero_copy: bool = True) -> torch.Tensor:
+    """A dense (B, ...) torch tensor from a uniform TensorList: a GPU one handed over
+    without a copy (DLPack; `zero_copy=False`: copied into memory torch owns on `device`);
+    a CPU one as a host tensor (zero copy where DALI allows it), which `attach_meta` then
+    stages to `device` together with the batch's other host fields.
 
     Args:
         tensor_list: a DALI TensorListGPU or TensorListCPU of uniform shape.
         device: the loader's device.
+        zero_copy: hand GPU outputs over through DLPack (pipelines on DALI's dynamic
+            executor, which every graph of dali_pipes uses).
     Returns:
         the tensor (on `device` for GPU outputs, on the host for CPU outputs).
     """
@@ -42,6 +46,9 @@ def dali_to_torch(tensor_list, device: torch.device) -> torch.Tensor:
 
     if isinstance(tensor_list, TensorListGPU):
         dense = tensor_list.as_tensor()
+        if zero_copy:  # DALI's dynamic executor never reuses a buffer torch still holds
+            with torch.cuda.device(device):
+                return torch.from_dlpack(dense)  # ordered on torch's current stream
         out = torch.empty(dense.shape(), dtype=to_torch_type[dense.dtype], device=device)
         feed_ndarray(dense, out, cuda_stream=torch.cuda.current_stream(device))
         return out
@@ -75,6 +82,9 @@ def attach_meta(batch: dict, modality, kept: np.ndarray | Sequence[int],
     """
     batch = modality.regroup(batch, len(kept))  # per-frame outputs -> clips (frame folders)
     host = {name: t for name, t in batch.items() if t.device.type == "cpu"}
+    # the dataset indices on the host, for the steps after the batch (erasing keys its
+    # boxes by them) without reading the staged copy back from the device
+    modality.host_index = np.asarray(kept, dtype=np.int64)
     for name, values in modality.meta(np.asarray(kept, dtype=np.int64)).items():
         host[name] = torch.from_numpy(np.ascontiguousarray(values))
     batch.update(stage(host, device))

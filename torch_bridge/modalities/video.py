@@ -26,6 +26,7 @@ Throughput against the torch reference: docs/measurements.md.
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Literal
 
 import numpy as np
@@ -224,6 +225,9 @@ class VideoModality(ClipModality):
         self.device = torch.device(device)
         self.dali_device: Literal["cpu", "gpu"] = "gpu" if self.device.type == "cuda" else "cpu"
         self._nvdec: tuple | None = None  # (GPU family, probe results), on first use
+        # clips read in this process per decoder that took them: "nvdec" / "dali_cpu" (the
+        # graph's decoder) or "pyav" (the fallback); feed workers keep their own
+        self.decodes: Counter[str] = Counter()
 
     # DALI backend -------------------------------------------------------------------
     def _check_device(self, device: str) -> None:
@@ -266,9 +270,12 @@ class VideoModality(ClipModality):
             sample.update(roi_feeds(window, hw, self.size))
         # The graph's decoder is NVDEC on a GPU and DALI's CPU decoder on the CPU; what it
         # cannot take (a GPU's "dali_cpu" route included) is decoded here with PyAV.
-        if self.decoder(index)[0] == ("nvdec" if self.dali_device == "gpu" else "dali_cpu"):
+        chosen = self.decoder(index)[0]
+        if chosen == ("nvdec" if self.dali_device == "gpu" else "dali_cpu"):
+            self.decodes[chosen] += 1
             sample["video"], sample["start"] = self.source.read_segment(index, frames)
         else:
+            self.decodes["pyav"] += 1
             # resized (and cut) here with the torch path's kernel; the graph resizes
             # DALI's clips only
             sample["decoded"] = resize_clip(self.source.decode_clip(index, frames), self.size,
