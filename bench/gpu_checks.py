@@ -80,9 +80,10 @@ def images(ctx: Ctx, n: int | None = None) -> Path:
 
 def large_photos(ctx: Ctx, copies: int = 1) -> Path:
     """ctx.large_photos camera-like JPEGs of 3000-6000 px, half of them progressive
-    (bench/sample_data.py), each linked `copies` times (a batch-256 set for the throughput
-    check without drawing 256 photos: the decoders do not care that files repeat)."""
-    from bench.sample_data import image_dataset, large_photo_dataset
+    (dali_pipes/testing/sample_data.py), each linked `copies` times (a batch-256 set for
+    the throughput check without drawing 256 photos: the decoders do not care that files
+    repeat)."""
+    from dali_pipes.testing.sample_data import image_dataset, large_photo_dataset
     distinct = _once(ctx, "large", lambda p: large_photo_dataset(
         n_images=ctx.large_photos, n_classes=2, root=p) if ctx.gpu else image_dataset(
         n_images=2, n_classes=2, root=p, size=(1200, 900)))  # dry: quick, 1200x900

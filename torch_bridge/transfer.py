@@ -82,12 +82,14 @@ def attach_meta(batch: dict, modality, kept: np.ndarray | Sequence[int],
     """
     batch = modality.regroup(batch, len(kept))  # per-frame outputs -> clips (frame folders)
     host = {name: t for name, t in batch.items() if t.device.type == "cpu"}
-    # the dataset indices on the host, for the steps after the batch (erasing keys its
-    # boxes by them) without reading the staged copy back from the device
-    modality.host_index = np.asarray(kept, dtype=np.int64)
-    for name, values in modality.meta(np.asarray(kept, dtype=np.int64)).items():
+    kept = np.asarray(kept, dtype=np.int64)
+    for name, values in modality.meta(kept).items():
         host[name] = torch.from_numpy(np.ascontiguousarray(values))
     batch.update(stage(host, device))
+    if "index" in batch:
+        # the "index" tensor carries its host copy, for the steps after the batch (erasing
+        # keys its boxes by it) without reading the staged copy back from the device
+        batch["index"].host_copy = kept
     return batch
 
 

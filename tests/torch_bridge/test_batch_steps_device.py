@@ -52,19 +52,20 @@ def test_batch_wide_mix_equals_row_by_row(dtype):
     assert isinstance(MixParams, type)
 
 
-def test_erasing_keys_come_from_the_host_record_not_the_staged_index(image_folder):
-    """attach_meta keeps the batch's indices on the host; erasing reads them there, never
-    the device copy (an index on the "meta" device cannot be read: reading it raises)."""
+def test_erasing_keys_come_from_the_host_copy_not_the_staged_index(image_folder):
+    """attach_meta gives the staged "index" tensor its host copy; erasing reads it there,
+    never the device copy (an index on the "meta" device cannot be read: reading it
+    raises)."""
     from torch_bridge import make_loader
     ld = make_loader("image", image_folder, batch_size=4, size=32, seed=1, erasing=1.0)
     modality = ld._engine.modality
     batch = next(iter(ld))
-    assert "host_index" not in modality.__dict__  # taken by the batch just made
     keys = batch["index"].numpy()
-    raw = {"image": torch.randn(len(keys), 3, 32, 32),
-           "index": torch.empty(len(keys), dtype=torch.int64, device="meta")}
+    assert np.array_equal(batch["index"].host_copy, keys)  # set by attach_meta
+    index = torch.empty(len(keys), dtype=torch.int64, device="meta")
+    index.host_copy = keys
+    raw = {"image": torch.randn(len(keys), 3, 32, 32), "index": index}
     want = raw["image"].clone()
-    modality.host_index = keys
     got = modality.after_batch(raw, 0, 0)["image"]
     from torch_bridge.erasing import erase_batch
     assert torch.equal(got, erase_batch(want, keys, seed=1, epoch=0, recipe=modality.recipe))

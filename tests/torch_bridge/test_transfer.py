@@ -9,6 +9,7 @@ import torch
 from nvidia.dali.backend import TensorListCPU
 
 from torch_bridge import transfer
+from torch_bridge.protocols import DaliFeed
 
 
 class Recorder:
@@ -62,7 +63,7 @@ def test_attach_meta_stages_meta_and_host_outputs(monkeypatch):
     rec = Recorder()
     monkeypatch.setattr(transfer, "pinned_buffer", rec.allocate)
 
-    class Mod:
+    class Mod(DaliFeed):
         def meta(self, indices):
             return {"label": indices % 2, "index": indices}
 

@@ -270,8 +270,9 @@ class ImageModality(SourceModality):
         if recipe.memory_format == "channels_last" and image.dim() == 4:
             image = image.permute(0, 3, 1, 2)  # a view: (B, 3, H, W) in channels_last
         if recipe.erasing > 0:
-            keys = self.__dict__.pop("host_index", None)  # set by transfer.attach_meta
-            if keys is None or len(keys) != image.shape[0]:
+            # the DALI engine's index tensor carries its host copy (transfer.attach_meta)
+            keys = getattr(batch["index"], "host_copy", None)
+            if keys is None:
                 keys = batch["index"].cpu().numpy()  # the torch path: a host tensor
             image = erase_batch(image, keys, seed=self.seed, epoch=epoch, recipe=recipe)
         if recipe.mixing:
