@@ -15,27 +15,38 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import torch
 import torch.nn.functional as F
 
 
 def parse(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("data")
-    p.add_argument("--backend", choices=("dali", "torch"), default="dali")
-    p.add_argument("--recipe", default=None)
-    p.add_argument("--model", default="resnet18")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--size", type=int, default=224)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--checkpoint", default="checkpoint.pt")
-    p.add_argument("--save-every", type=int, default=100)
-    p.add_argument("--resume", action="store_true")
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()),
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("data", help="a folder of class folders of images; - for the built-in "
+                                "sample set")
+    p.add_argument("--backend", choices=("dali", "torch"), default="dali",
+                   help="the loader's backend")
+    p.add_argument("--recipe", default=None,
+                   help="a recipe preset (timm-rand-m9, torchvision-v2, ffcv-rn50) or a TOML")
+    p.add_argument("--model", default="resnet18", help="a torchvision model name")
+    p.add_argument("--epochs", type=int, default=1, help="epochs to train")
+    p.add_argument("--steps", type=int, default=None,
+                   help="stop after this many optimizer steps in all (None: every epoch)")
+    p.add_argument("--batch-size", type=int, default=64, help="samples per batch and rank")
+    p.add_argument("--size", type=int, default=224, help="output image side in pixels")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                   help="cpu, cuda or cuda:N")
+    p.add_argument("--lr", type=float, default=0.1, help="SGD learning rate")
+    p.add_argument("--seed", type=int, default=0, help="seed of the order and augmentation")
+    p.add_argument("--checkpoint", default="checkpoint.pt", help="checkpoint file")
+    p.add_argument("--save-every", type=int, default=100,
+                   help="write the checkpoint every N steps (and at the end)")
+    p.add_argument("--log-every", type=int, default=10,
+                   help="print progress every N steps (0: once per epoch)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue exactly from --checkpoint (model, optimizer, loader)")
     return p.parse_args(argv)
 
 
@@ -65,7 +76,7 @@ def build(args, device, world):
     loader = make_loader("image", data, backend=args.backend, batch_size=args.batch_size,
                          device=str(device), size=args.size, recipe=args.recipe,
                          memory_format="channels_last", drop_last=True, seed=args.seed)
-    classes = int(loader._engine.modality.source.labels.max()) + 1
+    classes = len(loader.classes)
     torch.manual_seed(args.seed)  # the same initial weights on every rank and run
     model = torchvision.models.get_model(args.model, num_classes=classes)
     model = model.to(device, memory_format=torch.channels_last)
@@ -105,24 +116,35 @@ def train_step(model, opt, scaler, batch, classes, device) -> float:
     return float(loss.detach())
 
 
+def _progress(epoch: int, batch: int, batches: int, loss: float, seen: int, start: float,
+              done: bool = False) -> None:
+    """One line of progress: epoch, batch of the epoch, loss, samples/s of all ranks."""
+    rate = seen / max(time.perf_counter() - start, 1e-9)
+    what = "done" if done else f"batch {batch}/{batches}"
+    print(f"epoch {epoch} {what}: loss {loss:.4f}, {rate:,.0f} samples/s", flush=True)
+
+
 def main(argv=None) -> list[float]:
     """Train; returns the losses of the steps run (for tests)."""
     args = parse(argv)
     device, rank, world = setup(args)
     loader, model, opt, scaler, classes = build(args, device, world)
     step = load(args.checkpoint, model, opt, scaler, loader) if args.resume else 0
-    losses = []
+    losses: list[float] = []
     while loader.epoch < args.epochs and (args.steps is None or step < args.steps):
-        loader.set_epoch(loader.epoch)
-        for batch in loader:
+        epoch, start, seen = loader.epoch, time.perf_counter(), 0
+        loader.set_epoch(epoch)
+        for i, batch in enumerate(loader):
             losses.append(train_step(model, opt, scaler, batch, classes, device))
-            step += 1
+            step, seen = step + 1, seen + len(batch["label"]) * world
             if rank == 0 and step % args.save_every == 0:
                 save(args.checkpoint, model, opt, scaler, loader, step)
+            if rank == 0 and args.log_every and step % args.log_every == 0:
+                _progress(epoch, i + 1, len(loader), losses[-1], seen, start)
             if args.steps is not None and step >= args.steps:
                 break
-        if rank == 0:
-            print(f"epoch {loader.epoch} step {step} loss {losses[-1]:.4f}" if losses else "")
+        if rank == 0 and losses and loader.epoch > epoch:  # the pass ended (not --steps)
+            _progress(epoch, len(loader), len(loader), losses[-1], seen, start, done=True)
     if rank == 0:
         save(args.checkpoint, model, opt, scaler, loader, step)
     loader.close()

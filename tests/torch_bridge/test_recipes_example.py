@@ -1,5 +1,5 @@
 """examples/train_classifier.py trains a few steps on CPU and resumes exactly, and runs
-under torchrun with two ranks (issue 12 item 10, smoke tests)."""
+under torchrun with two ranks (smoke tests)."""
 from __future__ import annotations
 
 import importlib.util
@@ -15,6 +15,22 @@ def _example():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_progress_lines_and_help(image_folder, tmp_path, capsys):
+    """One line per --log-every steps with the epoch, the batch of the epoch and the loss,
+    then one when the epoch ends; --help gives every option with its default."""
+    example = _example()
+    example.main([str(image_folder), "--size", "32", "--batch-size", "8", "--device", "cpu",
+                  "--checkpoint", str(tmp_path / "c.pt"), "--log-every", "1", "--epochs", "1",
+                  "--model", "resnet18"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("epoch 0 batch 1/") and "samples/s" in lines[0]
+    assert lines[-1].startswith("epoch 0 done: loss")
+    with pytest.raises(SystemExit):
+        example.parse(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "any recipe preset." in text and "(default: 64)" in text
 
 
 def test_trains_and_resumes(image_folder, tmp_path, backend="dali"):
@@ -48,12 +64,12 @@ def test_ddp_under_torchrun(image_folder, tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            "2", str(_PATH), str(image_folder), "--backend", "dali", "--recipe",
            "timm-rand-m9", "--size", "32", "--batch-size", "4", "--device", "cpu",
-           "--steps", "2", "--checkpoint", str(ckpt), "--lr", "0.01"]
+           "--steps", "2", "--checkpoint", str(ckpt), "--lr", "0.01", "--log-every", "1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=root, env=env)
     assert run.returncode == 0, run.stderr[-4000:]
-    assert "step 2 loss" in run.stdout
+    assert "epoch 0 batch 2/" in run.stdout
     state = torch.load(ckpt, map_location="cpu", weights_only=False)
     assert state["step"] == 2
     loader = state["loader"]
