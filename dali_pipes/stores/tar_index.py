@@ -316,6 +316,9 @@ def _save(index: ShardIndex, path: Path) -> bool:
                      meta=meta)
         os.replace(tmp, path)
         return True
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    except OSError:  # not writable, full, or no folder at all: the index is not kept
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
         return False
