@@ -72,12 +72,12 @@ def test_s3_object_replaced_after_listing(tmp_path):
     (tmp_path / "up").mkdir()
     old = _write(tmp_path / "up" / "a.tar", 1)
     with MotoS3() as s3:
-        url = s3.upload(tmp_path / "up", "data", "v") + "a.tar"
+        url = s3.upload(tmp_path / "up", "replaced-object", "v") + "a.tar"
         source = ShardSource(url, store=_store(storage_options=s3.options),
                              index_dir=str(tmp_path / "idx"))
         assert source.read(0).tobytes() == old[0]
         new = _replace(tmp_path / "up" / "a.tar", 2)
-        s3.upload(tmp_path / "up", "data", "v")
+        s3.upload(tmp_path / "up", "replaced-object", "v")
         with pytest.raises(ObjectChanged, match=re.escape(url) + ": the object changed"):
             source.read(1)
         with pytest.raises(ObjectChanged):
@@ -95,13 +95,13 @@ def test_a_replaced_s3_shard_is_skipped_by_name(image_folder, tmp_path, backend)
     if backend == "torch":
         opts["reference"] = {"num_workers": 0}
     with MotoS3() as s3:
-        url = s3.upload(shards, "data", "train")
+        url = s3.upload(shards, "replaced-shard", "train")
         loader = make_loader("image", url, storage_options=s3.options, **opts)
         data = bytearray(first.read_bytes())
         at = int(load_index(str(first)).offsets[0]) + 200  # inside an image, same size
         data[at] ^= 0xFF
         first.write_bytes(bytes(data))
-        s3.upload(shards, "data", "train")
+        s3.upload(shards, "replaced-shard", "train")
         seen = sum(len(b["label"]) for b in loader)
     assert len(loader.skipped) == 10 and seen == len(ShardSource(shards)) - 10
     assert all("train-000000.tar" in s.path and "changed since it was listed" in s.reason
