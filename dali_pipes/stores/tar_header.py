@@ -45,16 +45,24 @@ def member_at(buf: bytes) -> tuple[bytes, int, int]:
             long_name = body.split(b"\0", 1)[0]
         elif kind in _FILE_TYPES:
             name = pax.get(b"path", long_name) or _ustar_name(block)
-            return name, int(pax[b"size"]) if b"size" in pax else size, pos
+            return name, _pax_size(pax, pos) if b"size" in pax else size, pos
         elif kind not in _SKIPPED:  # a directory, link, device: belongs to no member
             pax, long_name = {}, None
             size = 0 if kind in (b"1", b"2", b"3", b"4", b"5", b"6") else size
         pos += padded(size) if kind not in _FILE_TYPES else 0
 
 
+def _pax_size(pax: dict[bytes, bytes], pos: int) -> int:
+    try:
+        return int(pax[b"size"])
+    except ValueError:
+        raise HeaderError(f"PAX header before byte {pos}: size {pax[b'size']!r} is no "
+                          "number") from None
+
+
 def _ustar_name(block: bytes) -> bytes:
     name = block[:100].split(b"\0", 1)[0]
-    if block[257:262] == b"ustar" and block[345:346] != b"\0":
+    if block[257:265] == b"ustar\x0000" and block[345:346] != b"\0":  # POSIX, not GNU
         return block[345:500].split(b"\0", 1)[0] + b"/" + name
     return name
 
