@@ -37,6 +37,7 @@ def version_of(info: Mapping) -> int:
     """A number that changes when the object does: from its ETag, else its modification
     time (`NO_VERSION` when it has neither)."""
     tag = next((str(info[k]) for k in _VALIDATORS if info.get(k)), "")
+    tag = tag.strip().removeprefix("W/").strip('"')  # listings and answers quote alike? not all
     return int(hashlib.sha256(tag.encode()).hexdigest()[:15], 16)
 
 
