@@ -82,8 +82,8 @@ class FsspecStore:
 
     def stat(self, url: str) -> tuple[int, int]:
         """(size, version): the version is a number that changes when the object does (from
-        its ETag or modification time). Asked once per URL: reads after the listing check
-        the tar header instead (dali_pipes.sources.shards)."""
+        its ETag, else its modification time). Asked once per URL, at listing: every read
+        after it checks that its answer is still that version."""
         if url in self._stats:
             return self._stats[url]
         info = self._call(url, "stat", lambda fs, path: fs.info(path))

@@ -36,8 +36,12 @@ import numpy as np
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.image_kind import IMAGE_SUFFIXES
 from dali_pipes.stores.local import LocalStore
-from dali_pipes.stores.tar_header import BLOCK, MAX_CHAIN, HeaderError, member_at, padded
-from dali_pipes.stores.wds2idx import read_wds2idx, wds2idx_path
+from dali_pipes.stores.wds2idx import (
+    check_member_header,
+    read_wds2idx,
+    wds2idx_path,
+    with_headers,
+)
 
 INDEX_VERSION = 3  # 2: JPEG 2000 members are images; 3: header chain offsets
 IMAGE_EXTS = frozenset(suffix[1:] for suffix in IMAGE_SUFFIXES)
@@ -164,39 +168,14 @@ def _from_wds2idx(shard: str, idx: str, size: int, store) -> tuple[list, int, bo
     listed = read_wds2idx(idx, size)
     if listed is None:
         return None
-    members = _with_headers(listed)
+    members = with_headers(listed)
     with store.open(shard) as f:
         for name, offset, member_size, head in (members[0], members[-1]):
             f.seek(head)
-            _check_member_header(f.read(offset - head), idx, shard, name, member_size)
+            check_member_header(f.read(offset - head), idx, shard, name, member_size)
         groups, ignored = _group(members, shard,
                                  lambda offset, n: _read_label(f, offset, n))
     return groups, ignored, False
-
-
-def _with_headers(members: list[tuple[str, int, int]]) -> list[tuple[str, int, int, int]]:
-    """(name, offset, size, header chain start) of listed members: a chain starts where
-    the member before ends (directories or extended headers may lie in between); with
-    more than MAX_CHAIN bytes in between, at the plain header only."""
-    out, end = [], 0
-    for name, offset, size in members:
-        head = end if 0 <= offset - BLOCK - end <= MAX_CHAIN else offset - BLOCK
-        out.append((name, offset, size, head))
-        end = offset + padded(size)
-    return out
-
-
-def _check_member_header(chain: bytes, idx: str, shard: str, name: str, size: int) -> None:
-    try:
-        found, found_size, length = member_at(chain)
-    except HeaderError as exc:
-        found, found_size, length = str(exc).encode(), -1, -1
-    if (found, found_size, length) != (name.encode("utf-8", "surrogateescape"), size,
-                                       len(chain)):
-        raise FormatError(idx, f"member {name}", f"the index does not describe {shard} (no "
-                          "such tar header at its offset): rebuild it with wds2idx or delete "
-                          "it", value=(found.decode("utf-8", "replace"), found_size),
-                          expected=(name, size))
 
 
 def _group(members, shard: str, read_label) -> tuple[list, int]:
