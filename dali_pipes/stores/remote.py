@@ -31,6 +31,7 @@ from dali_pipes.stores.remote_read import (
     ObjectChanged,
     cause,
     get_range,
+    rebuilt,
     status,
     transient,
     version_of,
@@ -48,6 +49,9 @@ class StoreError(OSError):
         first = cause(exc)
         super().__init__(f"{url}: {what} failed{shown} after {attempts} attempt"
                          f"{'s' * (attempts > 1)}: {type(first).__name__}: {first}")
+
+    def __reduce__(self):
+        return rebuilt, (type(self), str(self), self.__dict__)
 
 
 def is_url(path) -> bool:

@@ -32,6 +32,18 @@ class ObjectChanged(OSError):
         super().__init__(f"{url}: the object changed since it was listed (its version "
                          f"{found} is not the listed one, {expected:x}); list it again")
 
+    def __reduce__(self):
+        return rebuilt, (type(self), str(self), self.__dict__)
+
+
+def rebuilt(cls: type[OSError], message: str, state: dict) -> OSError:
+    """An error of `cls` with `message` and attributes `state`, as it was pickled (errors
+    with their own constructor arguments cross process boundaries through this)."""
+    err = OSError.__new__(cls)
+    OSError.__init__(err, message)
+    err.__dict__.update(state)
+    return err
+
 
 def version_of(info: Mapping) -> int:
     """A number that changes when the object does: from its ETag, else its modification

@@ -125,3 +125,12 @@ def test_a_dead_endpoint_and_a_missing_bucket_fail_at_once(tmp_path):
             with pytest.raises(StoreError, match=r"s3://nobucket/.* failed \(status 404\) "
                                                  r"after 1 attempt: .*NoSuchBucket"):
                 call()
+
+
+def test_store_errors_cross_process_boundaries():
+    import pickle
+    for err in (ObjectChanged("s3://b/x.tar", 5, '"abc"'),
+                StoreError("s3://b/x.tar", "read", FileNotFoundError("gone"), 1)):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == str(err)
+        assert (back.url, back.status) == (err.url, err.status)
