@@ -3,8 +3,9 @@
 The listing joins the per-shard indexes (`dali_pipes.stores.tar_index`) into flat numpy
 arrays (shard id, offset, size, label, member names as one byte buffer), so a listing of
 millions of samples costs tens of MB and forked workers do not copy it page by page. Reads
-are byte ranges of the shard through a store; each read also takes the 512-byte tar header
-in front of the member and checks it still names that member and size, so a shard that
+are byte ranges of the shard through a store; each read also takes the tar header chain in
+front of the member (its PAX or GNU long-name headers too, where the name is not ASCII or
+longer than 100 bytes) and checks it still names that member and size, so a shard that
 changed after it was indexed fails loudly instead of feeding the wrong bytes.
 """
 from __future__ import annotations
@@ -23,10 +24,17 @@ from dali_pipes.sources.shard_manifest import manifest_classes
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
 from dali_pipes.stores.local import LocalStore
 from dali_pipes.stores.remote import FsspecStore, is_url
-from dali_pipes.stores.tar_index import BAD_LABEL, NO_IMAGE, NO_LABEL, load_index
+from dali_pipes.stores.tar_header import HeaderError, member_at
+from dali_pipes.stores.tar_index import (
+    BAD_LABEL,
+    LABEL_TOO_BIG,
+    MAX_LABEL_BYTES,
+    NO_IMAGE,
+    NO_LABEL,
+    load_index,
+)
 
 __all__ = ["ShardSource", "is_shard_data"]
-_HEADER = 512
 
 
 class ShardSource:
@@ -61,6 +69,7 @@ class ShardSource:
         self.offsets = _concat([i.offsets for i in indexes], np.int64)
         self.sizes = _concat([i.sizes for i in indexes], np.int64)
         self.labels = _concat([i.labels for i in indexes], np.int64)
+        self.headers = _concat([i.headers for i in indexes], np.int64)
         self._names = _concat([i.names for i in indexes], np.uint8)
         self._name_ends = _concat(_shifted_ends(indexes), np.int64)
         self.classes = manifest_classes(self.roots, self.labels) or tuple(
@@ -75,8 +84,11 @@ class ShardSource:
 
     def member(self, index: int) -> str:
         """The image member name of sample `index` (its key when it has none)."""
+        return self._member_bytes(index).decode("utf-8", "surrogateescape")
+
+    def _member_bytes(self, index: int) -> bytes:
         start = int(self._name_ends[index - 1]) if index else 0
-        return bytes(self._names[start:int(self._name_ends[index])]).decode()
+        return bytes(self._names[start:int(self._name_ends[index])])
 
     def path(self, index: int) -> str:
         """`<shard>:<member>`: names the shard and the member."""
@@ -86,21 +98,21 @@ class ShardSource:
         """The image member's bytes as a uint8 array; FormatError (naming shard and member)
         for a sample without image or label, or a shard changed since it was indexed."""
         shard, member = self.shards[self.shard_ids[index]], self.member(index)
-        label, offset, size = (int(a[index]) for a in (self.labels, self.offsets, self.sizes))
+        label, offset, size, head = (int(a[index]) for a in (self.labels, self.offsets,
+                                                              self.sizes, self.headers))
         if offset == NO_IMAGE:
             raise FormatError(shard, f"sample {member}", "no image member",
                               expected="<key>.jpg/.png/.webp/...")
-        if label in (NO_LABEL, BAD_LABEL):
-            what = "no label member" if label == NO_LABEL else \
-                "label is not an integer in [0, 2**63)"
-            raise FormatError(shard, f"member {member}", what,
+        if label < 0:
+            raise FormatError(shard, f"member {member}", _label_problem(label, member),
                               expected='<key>.cls (an integer) or <key>.json {"label": int}')
         try:
-            data = self.store.read_range(shard, offset - _HEADER, size + _HEADER)
+            data = self.store.read_range(shard, head, offset - head + size)
         except EOFError as exc:
             raise FormatError(shard, f"member {member}", f"truncated shard ({exc})") from exc
-        _check_header(data[:_HEADER], shard, member, size)
-        return data[_HEADER:]
+        _check_header(data[:offset - head].tobytes(), shard, member,
+                      self._member_bytes(index), size)
+        return data[offset - head:]
 
     def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
         """(bytes, (height, width)); FormatError when the member is no complete image."""
@@ -143,18 +155,28 @@ def _shifted_ends(indexes) -> list[np.ndarray]:
     return out
 
 
-def _check_header(header: np.ndarray, shard: str, member: str, size: int) -> None:
-    raw = header.tobytes()
-    name = raw[:100].rstrip(b"\0").decode("utf-8", "replace")
+def _label_problem(label: int, member: str) -> str:
+    if label == NO_LABEL:
+        return "no label member"
+    if label == BAD_LABEL:
+        return "label is not an integer in [0, 2**63)"
+    ext = next((e for e, code in LABEL_TOO_BIG.items() if code == label), "cls/.json")
+    key = member.rsplit(".", 1)[0]
+    return (f"label member {key}.{ext} is larger than {MAX_LABEL_BYTES >> 20} MiB, the bound "
+            "for label members")
+
+
+def _check_header(chain: bytes, shard: str, member: str, stored: bytes, size: int) -> None:
+    """The tar header chain in front of the member's data still names it and its size."""
     try:
-        found = int(raw[124:136].rstrip(b"\0 ").decode() or "-1", 8)
-    except ValueError:
-        found = -1
-    name_ok = name == member or len(member.encode()) > 100 or name == os.path.basename(member)
-    if found != size or not name_ok:
+        name, found, length = member_at(chain)
+    except HeaderError as exc:
+        name, found, length = str(exc).encode(), -1, -1
+    if (name, found, length) != (stored, size, len(chain)):
         raise FormatError(shard, f"member {member}", "the shard changed after it was indexed: "
                           "the tar header at the indexed offset does not match",
-                          value=(name, found), expected=(member, size))
+                          value=(name.decode("utf-8", "replace"), found),
+                          expected=(member, size))
 
 
 def _warn_truncated(indexes) -> None:

@@ -5,12 +5,19 @@ temporary name and renamed, so several processes (ranks on one node, loader work
 one cache safely: a reader sees a whole block or none. A hit touches the file's mtime; when
 the cache holds more than `limit` bytes, the files with the oldest mtimes go first. A block
 removed by another process between listing and reading is simply fetched again.
+
+The cache never makes a read fail: a cache folder that cannot be made or written (full disk,
+no permission, a file in its place) is bypassed after one warning naming it (blocks already
+there are still read), and every block is checked for its length before use: a short block
+file is fetched again, a short answer from the server is an EOFError naming the object and
+the range.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,18 +41,22 @@ def _preadv(fd: int, view: np.ndarray, at: int) -> int:
     return len(data)
 
 
-def _read_into(path: Path, at: int, view: np.ndarray) -> bool:
+def _read_into(path: Path, length: int, at: int, view: np.ndarray) -> bool:
     """Fill `view` from byte `at` of the block file `path` and mark it used; False when the
-    file is missing (never cached, or evicted by another process) or shorter."""
+    file is missing (never cached, evicted by another process, unreadable) or does not
+    hold the block's `length` bytes."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
+    except OSError:
         return False
     try:
-        if _preadv(fd, view, at) != len(view):
+        if os.fstat(fd).st_size != length or _preadv(fd, view, at) != len(view):
             return False
         now = time.time_ns()
-        os.utime(fd, ns=(now, now))
+        try:
+            os.utime(fd, ns=(now, now))
+        except OSError:  # a read-only cache still serves its blocks
+            pass
         return True
     finally:
         os.close(fd)
@@ -65,8 +76,19 @@ class BlockCache:
         if limit is not None and limit < block_size:
             raise ValueError(f"cache_limit={limit} is smaller than one block ({block_size})")
         self.dir, self.limit, self.block_size = Path(cache_dir), limit, block_size
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.hits = self.misses = 0
+        self.writable = True
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._bypass(exc)
+
+    def _bypass(self, exc: OSError) -> None:
+        """Stop writing blocks (once, with a warning naming the folder)."""
+        if self.writable:
+            self.writable = False
+            warnings.warn(f"{self.dir}: the block cache cannot be written ({exc}); reads go "
+                          "to the server without caching", RuntimeWarning, stacklevel=4)
 
     def read(self, url: str, version: int, object_size: int, offset: int, size: int,
              fetch: Callable[[int, int], bytes]) -> np.ndarray:
@@ -92,30 +114,47 @@ class BlockCache:
         for block in range(first, last + 1):
             start = block * self.block_size
             lo, hi = max(offset, start), min(offset + size, start + self.block_size)
-            self._block_into(stem, block, object_size, fetch, lo - start,
+            self._block_into(url, stem, block, object_size, fetch, lo - start,
                              out[lo - offset:hi - offset])
         return out
 
-    def _block_into(self, stem: str, block: int, object_size: int, fetch, at: int,
+    def _block_into(self, url: str, stem: str, block: int, object_size: int, fetch, at: int,
                     view: np.ndarray) -> None:
         """Bytes `at`..`at + len(view)` of the block into `view`: from its file, else fetched
         (and the whole block stored)."""
         path = self.dir / f"{stem}-{block}.blk"
-        if _read_into(path, at, view):
+        start = block * self.block_size
+        end = min(start + self.block_size, object_size)
+        if _read_into(path, end - start, at, view):
             self.hits += 1
             return
         self.misses += 1
-        start = block * self.block_size
-        data = fetch(start, min(start + self.block_size, object_size))
+        data = fetch(start, end)
+        if len(data) != end - start:
+            raise EOFError(f"{url}: bytes {start}..{end} requested, got {len(data)} (the "
+                           "server answered short)")
         view[:] = np.frombuffer(data, np.uint8)[at:at + len(view)]
+        if self.writable:
+            self._store(path, data)
+
+    def _store(self, path: Path, data: bytes) -> None:
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        _touch(tmp)
-        os.replace(tmp, path)
-        self._evict()
+        try:
+            tmp.write_bytes(data)
+            _touch(tmp)
+            os.replace(tmp, path)
+            self._evict()
+        except OSError as exc:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+            self._bypass(exc)
 
     def size(self) -> int:
         """Bytes held now."""
+        if not self.dir.is_dir():
+            return 0
         return sum(e.stat().st_size for e in os.scandir(self.dir) if e.name.endswith(".blk"))
 
     def _evict(self) -> None:

@@ -1,10 +1,14 @@
 """The fsspec store: shards behind any fsspec URL (`s3://`, `gs://`, `https://`, ...).
 
-Byte-range reads (`cat_file(url, start, end)`), each bounded by a timeout and retried with
-exponential backoff on transient failures (connection errors, timeouts, HTTP 5xx/429); a
-missing object (404), a refusal (403) or the last failed attempt raises `StoreError`
-naming the URL, the status where there is one, and the attempts. With `cache_dir`, reads go
-through a bounded block cache (`dali_pipes.stores.block_cache`). The file system object is
+Byte-range reads, each bounded by a timeout, checked against the object's version recorded
+at listing (`dali_pipes.stores.remote_read`: a replaced object raises `ObjectChanged` naming
+it) and retried with exponential backoff on transient failures (timeouts, resets, HTTP
+5xx/408/429); a permanent failure (404/NoSuchKey/NoSuchBucket, 403/AccessDenied, a refused
+connection) is not retried, and it or the last failed attempt raises `StoreError` naming the
+URL, the status where there is one, and the attempts. A read that returns fewer bytes than
+asked is an `EOFError` naming the URL and the range. With `cache_dir`, reads go through a
+bounded block cache (`dali_pipes.stores.block_cache`) keyed by URL and version; a cache
+that cannot be written is bypassed with one warning. The file system object is
 made per process (after a fork too) on first use, so a store pickles into DataLoader workers
 and DALI's parallel external_source workers and each opens its own connections.
 
@@ -15,7 +19,6 @@ listing an fsspec file system can rely on, so `list_objects` refuses them.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -24,19 +27,31 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.stores.block_cache import DEFAULT_BLOCK, BlockCache
+from dali_pipes.stores.remote_read import (
+    ObjectChanged,
+    cause,
+    get_range,
+    rebuilt,
+    status,
+    transient,
+    version_of,
+)
 
-_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+__all__ = ["FsspecStore", "ObjectChanged", "StoreError", "is_url"]
 
 
 class StoreError(OSError):
     """A remote read failed for good: names the URL, the status (or None) and attempts."""
 
     def __init__(self, url: str, what: str, exc: BaseException, attempts: int):
-        self.url, self.status, self.attempts = url, _status(exc), attempts
-        status = f" (status {self.status})" if self.status else ""
-        cause = _cause(exc)
-        super().__init__(f"{url}: {what} failed{status} after {attempts} attempt"
-                         f"{'s' * (attempts > 1)}: {type(cause).__name__}: {cause}")
+        self.url, self.status, self.attempts = url, status(exc), attempts
+        shown = f" (status {self.status})" if self.status else ""
+        first = cause(exc)
+        super().__init__(f"{url}: {what} failed{shown} after {attempts} attempt"
+                         f"{'s' * (attempts > 1)}: {type(first).__name__}: {first}")
+
+    def __reduce__(self):
+        return rebuilt, (type(self), str(self), self.__dict__)
 
 
 def is_url(path) -> bool:
@@ -71,29 +86,35 @@ class FsspecStore:
 
     def stat(self, url: str) -> tuple[int, int]:
         """(size, version): the version is a number that changes when the object does (from
-        its ETag or modification time). Asked once per URL: reads after the listing check
-        the tar header instead (dali_pipes.sources.shards)."""
+        its ETag, else its modification time). Asked once per URL, at listing: every read
+        after it checks that its answer is still that version."""
         if url in self._stats:
             return self._stats[url]
         info = self._call(url, "stat", lambda fs, path: fs.info(path))
-        stat = int(info["size"]), _version(info)
+        stat = int(info["size"]), version_of(info)
         self._stats[url] = stat
         return stat
 
     def read_range(self, url: str, offset: int, size: int) -> np.ndarray:
-        """`size` bytes of `url` from `offset` (uint8); EOFError when the object is shorter."""
+        """`size` bytes of `url` from `offset` (uint8), of the version its stat recorded
+        (ObjectChanged otherwise); EOFError when the object is shorter."""
+        total, version = self.stat(url)
+        if offset + size > total:
+            raise EOFError(f"{url}: bytes {offset}..{offset + size} requested, the "
+                           f"object has {total}")
+        return self._read(url, version, total, offset, size)
+
+    def _read(self, url: str, version: int, total: int, offset: int, size: int
+              ) -> np.ndarray:
+        def fetch(start: int, end: int) -> bytes:
+            data = self._fetch(url, start, end, version)
+            if len(data) != end - start:
+                raise EOFError(f"{url}: bytes {start}..{end} requested, got {len(data)} "
+                               f"(the object changed since it was listed with {total} bytes)")
+            return data
         if self.cache is not None:
-            total, version = self.stat(url)
-            if offset + size > total:
-                raise EOFError(f"{url}: bytes {offset}..{offset + size} requested, the "
-                               f"object has {total}")
-            return self.cache.read(url, version, total, offset, size,
-                                   lambda s, e: self._fetch(url, s, e))
-        data = self._fetch(url, offset, offset + size)
-        if len(data) != size:
-            raise EOFError(f"{url}: bytes {offset}..{offset + size} requested, got "
-                           f"{len(data)} (truncated or changed)")
-        return np.frombuffer(data, np.uint8).copy()
+            return self.cache.read(url, version, total, offset, size, fetch)
+        return np.frombuffer(fetch(offset, offset + size), np.uint8).copy()
 
     def open(self, url: str):
         """A read-only file object (for walking a shard's tar headers once)."""
@@ -124,35 +145,33 @@ class FsspecStore:
             if info.get("type", "file") != "file":
                 continue
             full = path if "://" in path else f"{protocol}://{path.lstrip('/')}"
-            out.append((full, int(info["size"]), _version(info)))
+            out.append((full, int(info["size"]), version_of(info)))
         return sorted(out)
 
     def read_object(self, url: str, size: int, version: int) -> np.ndarray:
         """The whole object `url` (uint8), known from a listing to hold `size` bytes at
         `version`: through the block cache when there is one (no stat asked). EOFError,
-        naming the URL, when the object no longer holds `size` bytes."""
-        def fetch(start: int, end: int) -> bytes:
-            data = self._fetch(url, start, end)
-            if len(data) != end - start:
-                raise EOFError(f"{url}: bytes {start}..{end} requested, got {len(data)} (the "
-                               f"object changed since it was listed with {size} bytes)")
-            return data
-        if self.cache is not None:
-            return self.cache.read(url, version, size, 0, size, fetch)
-        return np.frombuffer(fetch(0, size), np.uint8).copy() if size else \
-            np.zeros(0, np.uint8)
+        naming the URL, when the object no longer holds `size` bytes; ObjectChanged when
+        it is no longer that version."""
+        if not size:
+            return np.zeros(0, np.uint8)
+        return self._read(url, version, size, 0, size)
 
-    def _fetch(self, url: str, start: int, end: int) -> bytes:
+    def _fetch(self, url: str, start: int, end: int, version: int) -> bytes:
+        protocol = url.split("://", 1)[0]
         return self._call(url, f"read of bytes {start}..{end}",
-                          lambda fs, path: fs.cat_file(path, start=start, end=end))
+                          lambda fs, path: get_range(fs, protocol, url, path, start, end,
+                                                     version))
 
     def _call(self, url: str, what: str, work: Callable[[Any, str], Any]) -> Any:
         fs, path = self._filesystem(url)
         for attempt in range(self.retries + 1):
             try:
                 return work(fs, path)
+            except ObjectChanged:
+                raise
             except Exception as exc:
-                if not _transient(exc) or attempt == self.retries:
+                if not transient(exc) or attempt == self.retries:
                     raise StoreError(url, what, exc, attempt + 1) from exc
             time.sleep(self.backoff * 2 ** attempt)
         raise AssertionError("unreachable")
@@ -171,13 +190,6 @@ class FsspecStore:
         return fs, (url if protocol in ("http", "https") else fs._strip_protocol(url))
 
 
-def _version(info: dict) -> int:
-    """A number that changes when the object does: from its ETag or modification time."""
-    tag = next((str(info[k]) for k in ("ETag", "etag", "LastModified", "mtime",
-                                       "last_modified") if info.get(k)), "")
-    return int(hashlib.sha256(tag.encode()).hexdigest()[:15], 16)
-
-
 def _with_timeouts(protocol: str, options: dict, timeout: float) -> dict:
     """Storage options with a per-request timeout and fsspec's own retries off (ours count)."""
     out = dict(options)
@@ -193,36 +205,3 @@ def _with_timeouts(protocol: str, options: dict, timeout: float) -> dict:
         client.setdefault("timeout", aiohttp.ClientTimeout(total=timeout))
         out["client_kwargs"] = client
     return out
-
-
-def _status(exc: BaseException) -> int | None:
-    exc = _cause(exc)
-    status = getattr(exc, "status", None)
-    if not isinstance(status, int):
-        status = getattr(exc, "code", None)
-    if isinstance(status, int):
-        return status
-    if isinstance(exc, PermissionError):
-        return 403
-    if isinstance(exc, FileNotFoundError):
-        return 404
-    return None
-
-
-def _cause(exc: BaseException) -> BaseException:
-    """fsspec's HTTP file system turns every failure of `info` into FileNotFoundError;
-    the error it came from tells a refused connection from a 404."""
-    while isinstance(exc, FileNotFoundError) and exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
-
-
-def _transient(exc: BaseException) -> bool:
-    exc = _cause(exc)
-    if isinstance(exc, _PERMANENT):
-        return False
-    status = _status(exc)
-    if status is not None:
-        return status >= 500 or status in (408, 429)
-    return isinstance(exc, (OSError, TimeoutError, ConnectionError)) or \
-        type(exc).__module__.startswith(("aiohttp", "botocore", "asyncio"))

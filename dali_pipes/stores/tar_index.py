@@ -12,9 +12,13 @@ read to see that it describes this shard), else with a walk over the tar headers
 writable) and rebuilt when the shard's size or mtime no longer match the ones it was built
 from.
 
-Labels: -1 means the sample has no label member, -2 a label member that is no integer;
-offset -1 means no image member. Such samples stay in the index (nothing is dropped
-silently): reading them raises, and `on_error` decides.
+Labels: -1 means the sample has no label member, -2 a label member that is no integer, -3
+(`.cls`) or -4 (`.json`) a label member larger than `MAX_LABEL_BYTES`; offset -1 means no
+image member. Each sample also keeps where its image member's header chain starts (PAX or
+GNU long-name headers in front of the plain header included), so a read can check the name
+and size the tar really stores (`dali_pipes.stores.tar_header`). Samples without image or
+label stay in the index (nothing is dropped silently): reading them raises, and `on_error`
+decides. A damaged saved index (cut short, overwritten) is rebuilt, with a warning.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import json
 import os
 import re
 import tarfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,14 +36,21 @@ import numpy as np
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.image_kind import IMAGE_SUFFIXES
 from dali_pipes.stores.local import LocalStore
-from dali_pipes.stores.wds2idx import read_wds2idx, wds2idx_path
+from dali_pipes.stores.wds2idx import (
+    check_member_header,
+    read_wds2idx,
+    wds2idx_path,
+    with_headers,
+)
 
-INDEX_VERSION = 2  # 2: JPEG 2000 members are images
+INDEX_VERSION = 3  # 2: JPEG 2000 members are images; 3: header chain offsets
 IMAGE_EXTS = frozenset(suffix[1:] for suffix in IMAGE_SUFFIXES)
 LABEL_EXTS = ("cls", "json")
 NO_LABEL, BAD_LABEL, NO_IMAGE = -1, -2, -1
+LABEL_TOO_BIG = {"cls": -3, "json": -4}
+MAX_LABEL_BYTES = 16 << 20  # label members (.cls, .json) larger than this are not read
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./][^.]*)\.([^/]*)$")  # webdataset's key/extension split
-_FIELDS = ("names", "name_ends", "offsets", "sizes", "labels", "meta")
+_FIELDS = ("names", "name_ends", "offsets", "sizes", "labels", "headers", "meta")
 
 
 @dataclass(frozen=True)
@@ -52,7 +64,8 @@ class ShardIndex:
     name_ends: np.ndarray  # int64: end of each name in `names`
     offsets: np.ndarray  # int64: image member data offset, NO_IMAGE when none
     sizes: np.ndarray  # int64: image member size
-    labels: np.ndarray  # int64: label, NO_LABEL or BAD_LABEL
+    labels: np.ndarray  # int64: label, NO_LABEL, BAD_LABEL or a LABEL_TOO_BIG value
+    headers: np.ndarray  # int64: where the image member's header chain starts
     ignored: int  # members that are neither an image nor a label
     truncated: bool  # the shard ends before its end-of-archive block
 
@@ -62,7 +75,8 @@ class ShardIndex:
     def member(self, i: int) -> str:
         """The image member name of sample `i` (its key when it has no image)."""
         start = int(self.name_ends[i - 1]) if i else 0
-        return bytes(self.names[start:int(self.name_ends[i])]).decode()
+        return bytes(self.names[start:int(self.name_ends[i])]).decode("utf-8",
+                                                                       "surrogateescape")
 
 
 def load_index(shard: str, *, index_dir: str | None = None, store=None) -> ShardIndex:
@@ -98,23 +112,25 @@ def build_index(shard: str, *, size: int, mtime_ns: int, store=None) -> ShardInd
     idx = wds2idx_path(shard) if "://" not in shard else None
     found = _from_wds2idx(shard, idx, size, store) if idx else None
     groups, ignored, truncated = found or _walk(shard, size, store)
-    names, offsets, sizes, labels = [], [], [], []
+    names, offsets, sizes, labels, headers = [], [], [], [], []
     for key, members in groups:
         image = next((members[e] for e in members if e.lower() in IMAGE_EXTS), None)
-        names.append((image[2] if image else key).encode())
+        names.append((image[2] if image else key).encode("utf-8", "surrogateescape"))
         offsets.append(image[0] if image else NO_IMAGE)
         sizes.append(image[1] if image else 0)
+        headers.append(image[4] if image else NO_IMAGE)
         labels.append(_label(members))
         ignored += len(members) - (image is not None) - any(e in members for e in LABEL_EXTS)
     ends = np.cumsum([len(n) for n in names], dtype=np.int64)
     return ShardIndex(shard, size, mtime_ns,
                       np.frombuffer(b"".join(names), dtype=np.uint8).copy(), ends,
                       np.asarray(offsets, np.int64), np.asarray(sizes, np.int64),
-                      np.asarray(labels, np.int64), int(ignored), truncated)
+                      np.asarray(labels, np.int64), np.asarray(headers, np.int64),
+                      int(ignored), truncated)
 
 
 def _walk(shard: str, size: int, store) -> tuple[list, int, bool]:
-    """[(key, {ext: (offset, size, name, label bytes or None)})] in member order, the count
+    """[(key, {ext: (offset, size, name, label, header start)})] in member order, the count
     of ignored members and whether the shard is truncated."""
     with store.open(shard) as f:
         try:
@@ -140,47 +156,36 @@ def _group_members(tar: tarfile.TarFile, f, shard: str) -> tuple[list, int, bool
             if info is None:
                 return
             if info.isfile():
-                yield info.name, info.offset_data, info.size
+                yield info.name, info.offset_data, info.size, info.offset
 
-    groups, ignored = _group(files(), shard, lambda offset, size: _read_small(f, offset, size))
+    groups, ignored = _group(files(), shard, lambda offset, size: _read_label(f, offset, size))
     return groups, ignored, bool(cut)
 
 
 def _from_wds2idx(shard: str, idx: str, size: int, store) -> tuple[list, int, bool] | None:
     """Members grouped as `_walk` groups them, from the `wds2idx` index `idx` (None for an
     index without member names). FormatError when the index does not describe the shard."""
-    members = read_wds2idx(idx, size)
-    if members is None:
+    listed = read_wds2idx(idx, size)
+    if listed is None:
         return None
+    members = with_headers(listed)
     with store.open(shard) as f:
-        for name, offset, member_size in (members[0], members[-1]):
-            f.seek(offset - 512)
-            _check_member_header(f.read(512), idx, shard, name, member_size)
+        for name, offset, member_size, head in (members[0], members[-1]):
+            f.seek(head)
+            check_member_header(f.read(offset - head), idx, shard, name, member_size)
         groups, ignored = _group(members, shard,
-                                 lambda offset, n: _read_small(f, offset, n))
+                                 lambda offset, n: _read_label(f, offset, n))
     return groups, ignored, False
 
 
-def _check_member_header(header: bytes, idx: str, shard: str, name: str, size: int) -> None:
-    found = header[:100].rstrip(b"\0").decode("utf-8", "surrogateescape")
-    try:
-        found_size = int(header[124:136].rstrip(b"\0 ").decode() or "-1", 8)
-    except ValueError:
-        found_size = -1
-    long_name = len(name.encode()) > 100  # in a pax or GNU long-name record instead
-    if len(header) < 512 or found_size != size or not (long_name or name.endswith(found)):
-        raise FormatError(idx, f"member {name}", f"the index does not describe {shard} (no "
-                          "such tar header at its offset): rebuild it with wds2idx or delete "
-                          "it", value=(found, found_size), expected=(name, size))
-
-
 def _group(members, shard: str, read_label) -> tuple[list, int]:
-    """[(key, {ext: (offset, size, name, label bytes or None)})] in member order and the
-    count of ignored members, from (name, data offset, size) of each regular file."""
+    """[(key, {ext: (offset, size, name, label bytes or size, header start)})] in member
+    order and the count of ignored members, from (name, data offset, size, header start)
+    of each regular file."""
     groups: list = []
     seen: set[str] = set()
     ignored = 0
-    for name, offset, size in members:
+    for name, offset, size, head in members:
         split = _KEY_EXT.match(name)
         if split is None or os.path.basename(name)[:1] == ".":
             ignored += 1
@@ -195,13 +200,15 @@ def _group(members, shard: str, read_label) -> tuple[list, int]:
         if ext in groups[-1][1]:
             raise FormatError(shard, f"member {name}", "duplicate member")
         label = read_label(offset, size) if ext in LABEL_EXTS else None
-        groups[-1][1][ext] = (offset, size, name, label)
+        groups[-1][1][ext] = (offset, size, name, label, head)
     return groups, ignored
 
 
-def _read_small(f, offset: int, size: int) -> bytes | None:
-    if size > 4096:
-        return None
+def _read_label(f, offset: int, size: int) -> bytes | int | None:
+    """The bytes of a label member; its size where it exceeds MAX_LABEL_BYTES (not read);
+    None where the shard ends before."""
+    if size > MAX_LABEL_BYTES:
+        return size
     f.seek(offset)
     data = f.read(size)
     return data if len(data) == size else None
@@ -216,7 +223,8 @@ def _missing_end(f, offset: int, size: int) -> bool:
 def _label(members: dict) -> int:
     for ext in LABEL_EXTS:
         if ext in members:
-            return parse_label(members[ext][3], ext)
+            data = members[ext][3]
+            return LABEL_TOO_BIG[ext] if isinstance(data, int) else parse_label(data, ext)
     return NO_LABEL
 
 
@@ -246,15 +254,31 @@ def _index_paths(shard: str, index_dir: str | None) -> list[Path]:
 
 
 def _read_cached(path: Path, shard: str) -> ShardIndex | None:
+    """The index saved at `path`; None when there is none, it is of another version, or
+    it is damaged (cut, overwritten: a warning names it, and it is rebuilt)."""
     try:
-        with np.load(path) as z:
+        with open(path, "rb") as f, np.load(f) as z:  # numpy leaks its own on damage
+            if int(z["meta"][0]) != INDEX_VERSION:
+                return None
             arrays = {k: z[k] for k in _FIELDS}
-    except (OSError, KeyError, ValueError):
+        size, mtime, ignored, truncated = (int(v) for v in arrays.pop("meta")[1:])
+        index = ShardIndex(shard, size, mtime, ignored=ignored, truncated=bool(truncated),
+                           **arrays)
+        _check_lengths(index)
+    except OSError:  # none, or unreadable (a folder, no permission): not used
         return None
-    version, size, mtime, ignored, truncated = (int(v) for v in arrays.pop("meta"))
-    if version != INDEX_VERSION:
+    except Exception as exc:  # noqa: BLE001 (zip, zlib, pickle refusals: any damage)
+        warnings.warn(f"{path}: damaged shard index ({type(exc).__name__}: {exc}); "
+                      "rebuilding it", stacklevel=3)
         return None
-    return ShardIndex(shard, size, mtime, ignored=ignored, truncated=bool(truncated), **arrays)
+    return index
+
+
+def _check_lengths(index: ShardIndex) -> None:
+    n = len(index.offsets)
+    if any(len(a) != n for a in (index.name_ends, index.sizes, index.labels, index.headers)) \
+            or (n and int(index.name_ends[-1]) != len(index.names)):
+        raise ValueError("its arrays do not have matching lengths")
 
 
 def _save(index: ShardIndex, path: Path) -> bool:
@@ -267,9 +291,13 @@ def _save(index: ShardIndex, path: Path) -> bool:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
             np.savez(f, names=index.names, name_ends=index.name_ends, offsets=index.offsets,
-                     sizes=index.sizes, labels=index.labels, meta=meta)
+                     sizes=index.sizes, labels=index.labels, headers=index.headers,
+                     meta=meta)
         os.replace(tmp, path)
         return True
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    except OSError:  # not writable, full, or no folder at all: the index is not kept
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
         return False

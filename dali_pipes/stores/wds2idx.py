@@ -19,9 +19,10 @@ import os
 import warnings
 
 from dali_pipes.formats.errors import FormatError
+from dali_pipes.stores.tar_header import BLOCK, MAX_CHAIN, HeaderError, member_at, padded
 
 VERSION = "v1.2"
-_BLOCK = 512
+_BLOCK = BLOCK
 
 
 def wds2idx_path(shard: str) -> str | None:
@@ -112,3 +113,31 @@ def _sample(path: str, number: int, fields: list[str], shard_size: int
                               value=offset + size, expected=f"<= {shard_size}")
         out.append((name, offset, size))
     return out
+
+
+def with_headers(members: list[tuple[str, int, int]]) -> list[tuple[str, int, int, int]]:
+    """(name, offset, size, header chain start) of listed members: a chain starts where
+    the member before ends (directories or extended headers may lie in between); with
+    more than MAX_CHAIN bytes in between, at the plain header only."""
+    out, end = [], 0
+    for name, offset, size in members:
+        head = end if 0 <= offset - BLOCK - end <= MAX_CHAIN else offset - BLOCK
+        out.append((name, offset, size, head))
+        end = offset + padded(size)
+    return out
+
+
+def check_member_header(chain: bytes, idx: str, shard: str, name: str, size: int) -> None:
+    """FormatError naming the index `idx` unless the header chain `chain` (read from the
+    shard where `with_headers` says the member's chain starts) names the member `name`
+    of `size` bytes, its data right after it."""
+    try:
+        found, found_size, length = member_at(chain)
+    except HeaderError as exc:
+        found, found_size, length = str(exc).encode(), -1, -1
+    if (found, found_size, length) != (name.encode("utf-8", "surrogateescape"), size,
+                                       len(chain)):
+        raise FormatError(idx, f"member {name}", f"the index does not describe {shard} (no "
+                          "such tar header at its offset): rebuild it with wds2idx or delete "
+                          "it", value=(found.decode("utf-8", "replace"), found_size),
+                          expected=(name, size))

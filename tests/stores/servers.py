@@ -2,6 +2,7 @@
 faults, and moto's standalone S3 server. Both bind 127.0.0.1 on a free port."""
 from __future__ import annotations
 
+import email.utils
 import os
 import socket
 import threading
@@ -18,11 +19,14 @@ def free_port() -> int:
 
 
 class RangeServer:
-    """Serves the files of `root`; `faults[path]` is a list of actions taken by the next
-    requests for it: an HTTP status to answer, or ("sleep", seconds) before answering."""
+    """Serves the files of `root` with Last-Modified (from the file's mtime) and, unless
+    `etag=False`, an ETag; `faults[path]` is a list of actions taken by the next requests
+    for it: an HTTP status to answer, ("sleep", seconds) before answering, or ("short", n)
+    to send n bytes fewer than asked (a consistent, shorter answer)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, *, etag: bool = True):
         self.root, self.faults, self.requests = root, defaultdict(list), defaultdict(int)
+        self.etag = etag
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,9 +55,12 @@ class RangeServer:
     def _serve(self, handler, body: bool) -> None:
         name = handler.path.lstrip("/")
         self.requests[name] += 1
+        short = 0
         if self.faults[name]:
             action = self.faults[name].pop(0)
-            if isinstance(action, tuple):
+            if isinstance(action, tuple) and action[0] == "short":
+                short = action[1]
+            elif isinstance(action, tuple):
                 time.sleep(action[1])
             else:
                 handler.send_error(action)
@@ -68,10 +75,14 @@ class RangeServer:
         if ranged:
             lo, _, hi = ranged.removeprefix("bytes=").partition("-")
             start, end = int(lo), min(int(hi) + 1 if hi else len(data), len(data))
+        end = max(start, end - short)
+        mtime = os.stat(path).st_mtime_ns
         handler.send_response(206 if ranged else 200)
         handler.send_header("Content-Length", str(end - start))
         handler.send_header("Accept-Ranges", "bytes")
-        handler.send_header("ETag", f'"{os.stat(path).st_mtime_ns}-{len(data)}"')
+        handler.send_header("Last-Modified", email.utils.formatdate(mtime / 1e9, usegmt=True))
+        if self.etag:
+            handler.send_header("ETag", f'"{mtime}-{len(data)}"')
         if ranged:
             handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
         handler.end_headers()
