@@ -132,5 +132,11 @@ class StoreFile(io.RawIOBase):
             return n
         nxt = int(starts[i + 1]) if i + 1 < len(starts) else self.obj.size
         n = min(len(view), nxt - self.pos)
-        view[:n] = self.obj.fetch(self.pos, n).data
+        index, at = divmod(self.pos, self.obj.chunk)
+        kept = self.obj.kept.get(index)
+        if kept is not None:  # read while opening: never fetched twice
+            n = min(n, len(kept) - at)
+            view[:n] = kept[at:at + n].data
+        else:
+            view[:n] = self.obj.fetch(self.pos, n).data
         return n
