@@ -70,7 +70,7 @@ class TestVideoShardContract(TestVideoContract):
 
     def break_samples(self, root, modality):
         _garble_video_member(modality.source, 1)
-        return {1}, re.escape(modality.path(1)), "container"
+        return {1}, re.escape(modality.path(1)), "video_stream"
 
 
 class TestVideoS3ShardContract(TestVideoShardContract):
@@ -102,7 +102,7 @@ class TestVideoS3ShardContract(TestVideoShardContract):
         _garble_video_member(VideoShardSource(local), 1)
         url = self._s3.upload(local, "videos", f"broken-{tmp_path.name}")
         loader = tiny.loader(backend, data=url, on_error=on_error, shuffle=False)
-        return loader, {1}, re.escape(loader._engine.modality.path(1)), "container"
+        return loader, {1}, re.escape(loader._engine.modality.path(1)), "video_stream"
 
 
 # -- every store against the local folder -------------------------------------------------
