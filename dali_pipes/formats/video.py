@@ -56,7 +56,7 @@ import numpy as np
 
 from dali_pipes.formats.errors import FormatError
 
-Opener = Callable[[], BinaryIO]  # returns a new seekable binary file object per call
+Opener = Callable[[], io.RawIOBase | BinaryIO]  # a new seekable binary file per call
 CPU_DECODABLE_CODECS = frozenset({"vp8", "vp9", "mjpeg"})
 PROBE_CACHE_SIZE = 4096
 _FPS_AGREEMENT = 0.01
@@ -294,7 +294,8 @@ def decode_frames_pyav(path: str | os.PathLike, frame_indices, *,
     got = _decode_wanted(info, wanted, seek=info.indexed_by == "packets", opener=opener)
     missing = [int(i) for i in wanted if int(i) not in got]
     if missing and info.indexed_by == "packets":
-        got = _decode_wanted(info, wanted, seek=False, opener=opener)  # the seek landed after a keyframe
+        # the seek landed after a keyframe
+        got = _decode_wanted(info, wanted, seek=False, opener=opener)
         missing = [int(i) for i in wanted if int(i) not in got]
     if missing:
         raise FormatError(info.path, "frames", "the decoder produced no frame for indices",

@@ -1,8 +1,8 @@
 """Fusion source: class folders of video files, each with a sibling `<stem>.imu.csv`.
 
 Sample i is clip i of `VideoFolderSource` (the video half, local or behind URLs); its IMU
-stream is read once per file (`read_imu`, cached per process) and resampled at the clip's frame timestamps with
-`align_to_frames` (sensor time = frame time + `imu_offset`). numpy only.
+stream is read once per file (`read_imu`, cached per process) and resampled at the clip's
+frame timestamps with `align_to_frames` (sensor time = frame time + `imu_offset`). numpy only.
 
 Channel names must agree across files: the headers of every IMU file present are read when
 the source is made (one line each) and a mismatch raises ValueError naming the files. A missing

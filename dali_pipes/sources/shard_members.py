@@ -77,7 +77,7 @@ def list_shard(shard: str, store) -> tuple[list[ShardSample], int, bool]:
 
 
 def _files(tar: tarfile.TarFile) -> tuple[list[tuple[str, int, int]], bool]:
-    out = []
+    out: list[tuple[str, int, int]] = []
     while True:
         try:
             info = tar.next()

@@ -46,7 +46,7 @@ class ObjectBytes:
 
     def fetch(self, offset: int, size: int) -> np.ndarray:
         """`size` bytes from `offset` of the object, read from the store (counted)."""
-        data = self.store.read_range(self.url, self.base + offset, size)  # type: ignore
+        data = self.store.read_range(self.url, self.base + offset, size)  # type: ignore[attr-defined]
         self.fetched += size
         self.requests += 1
         return data

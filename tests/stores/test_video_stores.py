@@ -24,7 +24,7 @@ from tests.conftest import TinyData
 from tests.stores.servers import MotoS3, RangeServer
 from tests.stores.test_s3_folders import _upload
 from tests.torch_bridge.contract import assert_same, copies
-from tests.torch_bridge.test_video_loader import TestVideoContract
+from tests.torch_bridge import test_video_loader
 from torch_bridge import SampleError, make_loader
 
 SHARDS = "train-{000000..000002}.tar"
@@ -54,8 +54,9 @@ def _garble_video_member(source, index: int) -> None:
         f.write(b"\x00" * min(64, size))
 
 
-class TestVideoShardContract(TestVideoContract):
-    """The video contract over local shards of the tiny video data sets."""
+class _VideoShardContract(test_video_loader.TestVideoContract):
+    """The video contract over shards of the tiny video data sets (run over S3 below; local
+    shards go through the same code with a LocalStore, compared with the folder below)."""
 
     @pytest.fixture
     def tiny(self, video_shards):
@@ -73,7 +74,7 @@ class TestVideoShardContract(TestVideoContract):
         return {1}, re.escape(modality.path(1)), "video_stream"
 
 
-class TestVideoS3ShardContract(TestVideoShardContract):
+class TestVideoS3ShardContract(_VideoShardContract):
     """The same contract over those shards in S3 (moto), read through fsspec."""
 
     @pytest.fixture
@@ -89,7 +90,7 @@ class TestVideoS3ShardContract(TestVideoShardContract):
     def _uninterrupted(self, tiny, backend, scenario="uniform"):
         self.kind = "video-s3-shards"
         try:
-            return super(TestVideoShardContract, self)._uninterrupted(tiny, backend, scenario)
+            return super(_VideoShardContract, self)._uninterrupted(tiny, backend, scenario)
         finally:
             self.kind = "video"
 
@@ -185,8 +186,9 @@ def test_bad_objects_are_named_under_on_error(served, s3, backend, monkeypatch, 
     damaged = _upload(s3, folder, "damaged", tmp_path.name)
     labels = s3.upload(_bad_label_shards(served["local shards"], tmp_path / "shards"),
                        "damaged", f"labels-{tmp_path.name}") + SHARDS
-    for url, bad, where, field in ((damaged, 1, re.escape(f"{damaged}class_0/vid_0002.webm"), "video_stream"),
-                                   (labels, 3, r"class_1_vid_0001\.json", "field \"label\"")):
+    cases = ((damaged, 1, re.escape(f"{damaged}class_0/vid_0002.webm"), "video_stream"),
+             (labels, 3, r"class_1_vid_0001\.json", "field \"label\""))
+    for url, bad, where, field in cases:
         opts = dict(_opts(backend, url, s3), shuffle=False)
         with pytest.raises(SampleError, match=rf"sample {bad} \(.*{where}.*{field}"):
             list(make_loader("video", url, **opts))

@@ -36,9 +36,9 @@ from torch_bridge.modalities.video import VideoModality
 
 class FusionModality(VideoModality):
     """Every video option (data behind URLs and shards too: the IMU is the `<stem>.imu.csv`
-    object beside each video, or the `<key>.imu.csv` member) plus `imu_offset` (seconds, IMU time = frame time + offset, default
-    0.0), `imu_method` ("linear", "slerp", "previous", "nearest") and `max_gap` (seconds or
-    None)."""
+    object beside each video, or the `<key>.imu.csv` member) plus `imu_offset` (seconds,
+    IMU time = frame time + offset, default 0.0), `imu_method` ("linear", "slerp",
+    "previous", "nearest") and `max_gap` (seconds or None)."""
 
     name = "fusion"
     dali_outputs = fusion_graph.OUTPUTS
