@@ -23,11 +23,12 @@ from dali_pipes.testing.video_shards import write_video_shards
 from tests.conftest import TinyData
 from tests.stores.servers import MotoS3, RangeServer
 from tests.stores.test_s3_folders import _upload
-from tests.torch_bridge.contract import assert_same, copies
 from tests.torch_bridge import test_video_loader
+from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import SampleError, make_loader
 
 SHARDS = "train-{000000..000002}.tar"
+_UPLOADED: dict = {}  # (server, shard folders) -> their URLs
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +81,11 @@ class TestVideoS3ShardContract(_VideoShardContract):
     @pytest.fixture
     def tiny(self, video_shards, s3, monkeypatch, tmp_path_factory):
         monkeypatch.setenv("HOME", str(tmp_path_factory.getbasetemp() / "s3_home"))
-        urls = [s3.upload(folder, "videos", f"source{i}")
-                for i, folder in enumerate(video_shards)]
+        key = (id(s3), tuple(video_shards))
+        if key not in _UPLOADED:  # once per server: uploads cost seconds
+            _UPLOADED[key] = [s3.upload(folder, "videos", f"source{i}")
+                              for i, folder in enumerate(video_shards)]
+        urls = _UPLOADED[key]
         data = TinyData("video", urls[0], urls)
         data.options["storage_options"] = s3.options
         self._s3, self._local = s3, video_shards[0]
