@@ -50,7 +50,21 @@ def imu_path_for(video_path: str | os.PathLike) -> Path:
 def read_imu(path: str | os.PathLike) -> ImuStream:
     """Read and validate a `<stem>.imu.csv` file."""
     path = os.fspath(path)
-    header, body = _split_header(path, _read_text(path))
+    return _parse(path, _read_text(path))
+
+
+def parse_imu(name: str, raw: bytes) -> ImuStream:
+    """Validate the bytes of an IMU file read elsewhere (an object in a store, a tar
+    member), named `name` in errors, as `read_imu` validates a file."""
+    try:
+        text = raw.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise FormatError(name, "file", f"cannot be read as UTF-8 text: {exc}") from exc
+    return _parse(name, text)
+
+
+def _parse(path: str, text: str) -> ImuStream:
+    header, body = _split_header(path, text)
     channels = _parse_header(path, header)
     table = _parse_table(path, body, (TIME_COLUMN,) + channels)
     _check_finite(path, table, channels)

@@ -46,16 +46,17 @@ import functools
 import io
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import BinaryIO, Literal
 
 import av
 import numpy as np
 
 from dali_pipes.formats.errors import FormatError
 
+Opener = Callable[[], io.RawIOBase | BinaryIO]  # a new seekable binary file per call
 CPU_DECODABLE_CODECS = frozenset({"vp8", "vp9", "mjpeg"})
 PROBE_CACHE_SIZE = 4096
 _FPS_AGREEMENT = 0.01
@@ -116,21 +117,58 @@ def clear_probe_cache() -> None:
 
 @functools.lru_cache(maxsize=PROBE_CACHE_SIZE)
 def _probe_cached(path: str, mtime_ns: int, size: int) -> VideoInfo:
-    with _open(path) as container:
-        stream = _video_stream(path, container)
-        pts, keys, dropped = _demux_index(path, container, stream)
+    return probe_file(path, None)
+
+
+def probe_file(name: str, opener: Opener | None) -> VideoInfo:
+    """Probe the first video stream of the file `opener()` returns (a seekable binary file
+    object; None: the local file `name`), named `name` in the result and in errors. Not
+    cached: the caller keeps the result (e.g. a source over a store, per object).
+
+    When the file object has `skip_ranges(starts, ends)` and the container's index locates
+    every packet (MP4/MOV: FFmpeg reads the whole sample table when it opens the file), the
+    packets' bytes are not read: they are handed to `skip_ranges` (the file then serves
+    zeros there, nothing fetched), pts come from demuxing the index and keyframe flags from
+    the index's sync-sample entries. So probing a remote MP4 reads its header and index only.
+    """
+    file = None if opener is None else opener()
+    with _open(name, None if file is None else lambda: file) as container:
+        stream = _video_stream(name, container)
+        key_positions = _skip_sample_data(file, container, stream)
+        pts, keys, dropped = _demux_index(name, container, stream, key_positions)
         if pts is not None:
-            return _make_info(path, container, stream, pts, keys, "packets", dropped)
-    with _open(path) as container:
-        stream = _video_stream(path, container)
-        pts, keys = _decode_index(path, container, stream)
-        return _make_info(path, container, stream, pts, keys, "decode", dropped)
+            return _make_info(name, container, stream, pts, keys, "packets", dropped)
+    with _open(name, opener) as container:
+        stream = _video_stream(name, container)
+        pts, keys = _decode_index(name, container, stream)
+        return _make_info(name, container, stream, pts, keys, "decode", dropped)
 
 
-def _open(path: str):
+def _skip_sample_data(file, container, stream) -> frozenset[int] | None:
+    """The byte positions of the keyframes the index lists, after handing the index's
+    sample ranges to `file.skip_ranges` (None, and empty ranges handed, where the container
+    has no such index: Matroska/WebM/AVI list keyframes only; None for a local path)."""
+    skip = getattr(file, "skip_ranges", None)
+    if skip is None:
+        return None
+    entries = [e for s in container.streams for e in s.index_entries]
+    if "mp4" not in container.format.name.split(",") or not stream.index_entries \
+            or any(e.pos < 0 or e.size <= 0 for e in entries):
+        skip(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return None
+    skip(np.array([e.pos for e in entries], np.int64),
+         np.array([e.pos + e.size for e in entries], np.int64))
+    return frozenset(int(e.pos) for e in stream.index_entries if e.is_keyframe)
+
+
+def _open(path: str, opener: Opener | None = None):
+    """The container of `path` (or of the file `opener()` returns). A file object's own
+    errors (a store's failed read, naming the object and its status) pass unchanged."""
     try:
-        return av.open(path, metadata_errors="ignore")
+        return av.open(path if opener is None else opener(), metadata_errors="ignore")
     except (av.error.FFmpegError, OSError) as exc:
+        if opener is not None and not isinstance(exc, av.error.FFmpegError):
+            raise
         raise FormatError(path, "container", f"FFmpeg cannot open it: {exc}") from exc
 
 
@@ -146,8 +184,10 @@ def _video_stream(path: str, container):
     return stream
 
 
-def _demux_index(path: str, container, stream):
-    """(pts, keyframe flags, dropped) from packets; pts None when packets cannot index frames."""
+def _demux_index(path: str, container, stream, key_positions=None):
+    """(pts, keyframe flags, dropped) from packets; pts None when packets cannot index frames.
+    `key_positions`: keyframes are the packets at these byte positions (else the packets'
+    own flags)."""
     pts, keys, dropped = [], [], 0
     try:
         for packet in container.demux(stream):
@@ -157,7 +197,8 @@ def _demux_index(path: str, container, stream):
                 dropped += 1
                 continue
             pts.append(packet.pts)
-            keys.append(packet.is_keyframe)
+            keys.append(packet.is_keyframe if key_positions is None
+                        else packet.pos in key_positions)
     except av.error.FFmpegError as exc:
         raise FormatError(path, "packets", f"demuxing failed after {len(pts)} packets: "
                                            f"{exc}") from exc
@@ -237,21 +278,24 @@ def _fps(stream, seconds: np.ndarray) -> float:
 
 
 def decode_frames_pyav(path: str | os.PathLike, frame_indices, *,
-                       info: VideoInfo | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       info: VideoInfo | None = None, opener: Opener | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """Frames (T, H, W, 3) uint8 RGB and their timestamps (T,) float64 for `frame_indices`.
 
     Indices may repeat and come in any order. Decoding starts at the keyframe at or before the
-    smallest index and stops at the largest one. `info` skips the (cached) probe.
+    smallest index and stops at the largest one. `info` skips the (cached) probe; `opener`
+    (with `info`): reads the file from the object it returns instead of `path`.
     """
     info = info if info is not None else probe_video(path)
     index = _check_indices(info, frame_indices)
     if index.size == 0:
         return (np.zeros((0, info.height, info.width, 3), np.uint8), np.zeros(0, np.float64))
     wanted = np.unique(index)
-    got = _decode_wanted(info, wanted, seek=info.indexed_by == "packets")
+    got = _decode_wanted(info, wanted, seek=info.indexed_by == "packets", opener=opener)
     missing = [int(i) for i in wanted if int(i) not in got]
     if missing and info.indexed_by == "packets":
-        got = _decode_wanted(info, wanted, seek=False)  # the seek landed after a keyframe
+        # the seek landed after a keyframe
+        got = _decode_wanted(info, wanted, seek=False, opener=opener)
         missing = [int(i) for i in wanted if int(i) not in got]
     if missing:
         raise FormatError(info.path, "frames", "the decoder produced no frame for indices",
@@ -273,10 +317,11 @@ def _check_indices(info: VideoInfo, frame_indices) -> np.ndarray:
     return index
 
 
-def _decode_wanted(info: VideoInfo, wanted: np.ndarray, *, seek: bool) -> dict[int, np.ndarray]:
+def _decode_wanted(info: VideoInfo, wanted: np.ndarray, *, seek: bool,
+                   opener: Opener | None = None) -> dict[int, np.ndarray]:
     """Decode from a keyframe (or the start) until every wanted frame is held."""
     first, last, wanted_set, got = int(wanted[0]), int(wanted[-1]), set(wanted.tolist()), {}
-    with _open(info.path) as container:
+    with _open(info.path, opener) as container:
         stream = container.streams[info.stream_index]
         key = info.keyframe_at_or_before(first) if seek else 0
         if key > 0:
@@ -312,7 +357,8 @@ def _decoded_frames(container, stream) -> Iterator[av.VideoFrame]:
         yield from packet.decode()
 
 
-def remux_segment(info: VideoInfo, first: int, last: int) -> tuple[np.ndarray, int]:
+def remux_segment(info: VideoInfo, first: int, last: int, *, opener: Opener | None = None
+                  ) -> tuple[np.ndarray, int]:
     """A small in-memory Matroska file holding the packets from the keyframe at or before
     frame `first` through frame `last` (copied, never decoded), and that keyframe's index.
 
@@ -320,6 +366,7 @@ def remux_segment(info: VideoInfo, first: int, last: int) -> tuple[np.ndarray, i
     from that keyframe instead of from the start of the file (its cost stops growing with the
     file's length; about 2 ms per clip). Packets that precede the keyframe in presentation
     order (open-GOP leading pictures) are left out. FormatError names the file on failure.
+    `opener`: reads the file from the object it returns instead of `info.path`.
     """
     if not 0 <= first <= last < info.frame_count:
         raise IndexError(f"{info.path}: segment {first}..{last} is outside "
@@ -327,7 +374,7 @@ def remux_segment(info: VideoInfo, first: int, last: int) -> tuple[np.ndarray, i
     key = info.keyframe_at_or_before(first)
     out = io.BytesIO()
     try:
-        with _open(info.path) as src, av.open(out, "w", format="matroska") as dst:
+        with _open(info.path, opener) as src, av.open(out, "w", format="matroska") as dst:
             _copy_packets(info, src, dst, key, last)
     except av.error.FFmpegError as exc:
         raise FormatError(info.path, "packets", f"copying frames {key}..{last} into a "

@@ -1,8 +1,8 @@
 """Fusion source: class folders of video files, each with a sibling `<stem>.imu.csv`.
 
-Sample i is clip i of `VideoFolderSource` (the video half); its IMU stream is read once per
-file (`read_imu`, cached per process) and resampled at the clip's frame timestamps with
-`align_to_frames` (sensor time = frame time + `imu_offset`). numpy only.
+Sample i is clip i of `VideoFolderSource` (the video half, local or behind URLs); its IMU
+stream is read once per file (`read_imu`, cached per process) and resampled at the clip's
+frame timestamps with `align_to_frames` (sensor time = frame time + `imu_offset`). numpy only.
 
 Channel names must agree across files: the headers of every IMU file present are read when
 the source is made (one line each) and a mismatch raises ValueError naming the files. A missing
@@ -17,7 +17,8 @@ import stat
 import numpy as np
 
 from dali_pipes.align import METHODS, Method, align_to_frames
-from dali_pipes.formats.imu import TIME_COLUMN, ImuStream, imu_path_for, read_imu
+from dali_pipes.formats.errors import FormatError
+from dali_pipes.formats.imu import TIME_COLUMN, ImuStream, imu_path_for, parse_imu, read_imu
 from dali_pipes.sources.folders import PathLike, listing_digest
 from dali_pipes.sources.video import VideoFolderSource
 
@@ -63,34 +64,107 @@ def check_options(imu_offset, imu_method, max_gap) -> tuple[float, Method, float
     return float(imu_offset), method, None if max_gap is None else float(max_gap)
 
 
-class FusionFolderSource(VideoFolderSource):
-    """`root/<class>/<video>` + `root/<class>/<stem>.imu.csv` (or a list of roots)."""
+class ImuChannels:
+    """The IMU half every fusion source shares: options, streams read once per file and
+    aligned at a clip's frame timestamps. Subclasses say where a sample's IMU file is
+    (`imu_path`), how to read it (`_read_stream`) and which channels the data set has
+    (`_agreed_channels`)."""
+
+    channels: tuple[str, ...]
+
+    def _set_imu(self, imu_offset, imu_method, max_gap) -> None:
+        self.imu_offset, self.imu_method, self.max_gap = check_options(
+            imu_offset, imu_method, max_gap)
+        self._streams: dict[str, ImuStream] = {}
+        self.channels = self._agreed_channels()
+
+    def imu_path(self, index: int) -> str:
+        raise NotImplementedError
+
+    def _read_stream(self, index: int) -> ImuStream:
+        raise NotImplementedError
+
+    def _agreed_channels(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    @property
+    def num_channels(self) -> int:
+        return len(self.channels)
+
+    def stream(self, index: int) -> ImuStream:
+        """Sample `index`'s IMU stream, read once per file (FormatError if bad)."""
+        path = self.imu_path(index)
+        stream = self._streams.get(path)
+        if stream is None:
+            stream = self._read_stream(index)
+            if stream.channels != self.channels:
+                raise ValueError(f"{path}: channels {list(stream.channels)} differ from the "
+                                 f"data set's {list(self.channels)}")
+            self._streams[path] = stream
+        return stream
+
+    def imu(self, index: int, timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(T, D) float32 IMU at the frames' timestamps + offset, and (T,) bool validity."""
+        stream = self.stream(index)
+        values, valid = align_to_frames(timestamps, stream.t, stream.values,
+                                        method=self.imu_method, max_gap=self.max_gap,
+                                        offset=self.imu_offset)
+        return values.astype(np.float32), np.asarray(valid, dtype=bool)
+
+
+class FusionFolderSource(ImuChannels, VideoFolderSource):
+    """`root/<class>/<video>` + `root/<class>/<stem>.imu.csv` (or a list of roots; behind
+    URLs too: the `<stem>.imu.csv` object beside each video, from the same listing, read
+    whole through the store once per process)."""
 
     def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
                  stride: int = 1, clips_per_video: int = 1, crops: int = 1,
                  imu_offset: float = 0.0, imu_method: str = "linear",
-                 max_gap: float | None = None):
+                 max_gap: float | None = None, store=None, objects=None):
         super().__init__(data, clip_length=clip_length, stride=stride,
-                         clips_per_video=clips_per_video, crops=crops)
-        self.imu_offset, self.imu_method, self.max_gap = check_options(
-            imu_offset, imu_method, max_gap)
-        self.channels = self._agreed_channels()
-        self._streams: dict[str, ImuStream] = {}
+                         clips_per_video=clips_per_video, crops=crops, store=store,
+                         objects=objects)
+        self._listed = {url: (size, version) for found in self.objects
+                        for url, size, version in found}
+        self._set_imu(imu_offset, imu_method, max_gap)
 
     def listing_digest(self) -> str:
         """The videos' digest (names, sizes, mtimes) with each IMU file's size and
-        modification time (-1, -1 for a missing one) joined to its stat hash."""
-        stats = np.array([_stat_or_missing(os.fspath(imu_path_for(v))) for v in self.files],
+        modification time (behind URLs: version; -1, -1 for a missing one) joined to its
+        stat hash."""
+        stats = np.array([self._imu_stat(self._imu_of(v)) for v in self.files],
                          dtype=np.int64).reshape(-1, 2)
         listing = self.listing
         return listing_digest(listing.files, listing.roots, listing.source_ids,
                               listing.sizes, listing.mtimes_ns, extra=stats.tobytes())
 
+    def _imu_of(self, video: str) -> str:
+        if self.store is not None:
+            return video.rsplit("/", 1)[0] + "/" + imu_path_for(video).name
+        return os.fspath(imu_path_for(video))
+
+    def _imu_stat(self, path: str) -> tuple[int, int]:
+        return self._listed.get(path, (-1, -1)) if self.store is not None \
+            else _stat_or_missing(path)
+
     def imu_path(self, index: int) -> str:
-        return os.fspath(imu_path_for(self.path(index)))
+        return self._imu_of(self.path(index))
+
+    def _read_stream(self, index: int) -> ImuStream:
+        path = self.imu_path(index)
+        if self.store is None:
+            return read_imu(path)
+        if path not in self._listed:
+            raise FormatError(path, "file", "no such object (not in the listing)",
+                              expected="a <stem>.imu.csv beside the video")
+        size, version = self._listed[path]
+        return parse_imu(path, self.store.read_object(path, size, version).tobytes())
 
     def _agreed_channels(self) -> tuple[str, ...]:
-        """The channel names every readable IMU header shares (ValueError naming files)."""
+        """The channel names every readable IMU header shares (ValueError naming files;
+        behind URLs: the first IMU object's, the others checked when read)."""
+        if self.store is not None:
+            return self._first_remote_channels()
         found: dict[tuple[str, ...], list[str]] = {}
         for video in self.files:
             imu = os.fspath(imu_path_for(video))
@@ -107,26 +181,13 @@ class FusionFolderSource(VideoFolderSource):
             raise ValueError(f"fusion: IMU files disagree on their channels: {parts}")
         return next(iter(found))
 
-    @property
-    def num_channels(self) -> int:
-        return len(self.channels)
-
-    def stream(self, index: int) -> ImuStream:
-        """Sample `index`'s IMU stream, read once per file (FormatError if bad)."""
-        path = self.imu_path(index)
-        stream = self._streams.get(path)
-        if stream is None:
-            stream = read_imu(path)
-            if stream.channels != self.channels:
-                raise ValueError(f"{path}: channels {list(stream.channels)} differ from the "
-                                 f"data set's {list(self.channels)}")
-            self._streams[path] = stream
-        return stream
-
-    def imu(self, index: int, timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(T, D) float32 IMU at the frames' timestamps + offset, and (T,) bool validity."""
-        stream = self.stream(index)
-        values, valid = align_to_frames(timestamps, stream.t, stream.values,
-                                        method=self.imu_method, max_gap=self.max_gap,
-                                        offset=self.imu_offset)
-        return values.astype(np.float32), np.asarray(valid, dtype=bool)
+    def _first_remote_channels(self) -> tuple[str, ...]:
+        for index in range(0, len(self), self.views_per_video):
+            try:
+                stream = self._read_stream(index)
+            except (FormatError, EOFError, OSError):
+                continue
+            self._streams[stream.path] = stream
+            return stream.channels
+        raise ValueError(f"fusion: no readable <stem>.imu.csv beside any of the "
+                         f"{len(self.files)} video files under {self.roots}")

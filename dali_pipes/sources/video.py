@@ -10,6 +10,10 @@ For DALI a clip is read as an encoded segment (`remux_segment`: the packets from
 before the clip to its last frame, in a small Matroska file) plus the clip's first frame
 within that segment; for codecs DALI cannot decode on the chosen device the clip is decoded
 here with PyAV (`decode_clip`).
+
+The roots may be URLs of a listable store (`s3://bucket/train/`, all roots URLs then): listed
+with one call per root (`list_remote_class_folders`), each video probed once and read clip by
+clip with byte ranges through the store (`dali_pipes.sources.video_store`).
 """
 from __future__ import annotations
 
@@ -18,27 +22,51 @@ import numpy as np
 from dali_pipes.formats.video import VideoInfo, decode_frames_pyav, probe_video, remux_segment
 from dali_pipes.sources.clip_source import ClipSource
 from dali_pipes.sources.folders import PathLike, list_class_folders
+from dali_pipes.sources.image import remote_roots
+from dali_pipes.sources.remote_folders import Objects, list_remote_class_folders
+from dali_pipes.sources.video_store import StoreVideos
+from dali_pipes.stores.remote import FsspecStore
 
 VIDEO_EXTENSIONS = frozenset({".mp4", ".webm", ".mkv", ".avi"})
 
 
 class VideoFolderSource(ClipSource):
-    """`root/<class>/<video>` (or a list of such roots, one per source)."""
+    """`root/<class>/<video>` (or a list of such roots, one per source).
+
+    Roots behind URLs are read through `store` (default: an FsspecStore without cache);
+    `objects`: their listing when it was already made (`class_folder_objects`).
+    """
 
     def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
-                 stride: int = 1, clips_per_video: int = 1, crops: int = 1):
+                 stride: int = 1, clips_per_video: int = 1, crops: int = 1,
+                 store: FsspecStore | None = None, objects: list[Objects] | None = None):
         self._set_clip_options(clip_length, stride, clips_per_video, crops)
-        self.listing = list_class_folders(data, VIDEO_EXTENSIONS, "video")
+        urls = remote_roots(data)
+        self.store = (store or FsspecStore()) if urls else None
+        self.objects: list[Objects] = []
+        self.videos: StoreVideos | None = None
+        if self.store is not None:
+            self.objects = objects or [self.store.list_objects(u) for u in urls]
+            self.listing = list_remote_class_folders(urls, self.objects, VIDEO_EXTENSIONS,
+                                                     "video", recursive=False)
+            files = list(self.listing.files)
+            self.videos = StoreVideos(self.store, files, files, np.zeros(len(files)),
+                                      self.listing.sizes)
+        else:
+            self.listing = list_class_folders(data, VIDEO_EXTENSIONS, "video")
         listing = self.listing
         self.roots, self.classes, self.ignored = listing.roots, listing.classes, listing.ignored
         self._set_listing(listing.files, listing.labels, listing.source_ids)
 
     def listing_digest(self) -> str:
-        """Names (relative to their root), sizes and modification times of every video."""
+        """Names (relative to their root), sizes and modification times (behind URLs: the
+        objects' versions) of every video."""
         return self.listing.digest()
 
     def info(self, index: int) -> VideoInfo:
         """The probe of sample `index`'s file (cached; FormatError for a bad file)."""
+        if self.videos is not None:
+            return self.videos.info(int(index) // self.views_per_video)
         return probe_video(self.path(index))
 
     def frame_count(self, index: int) -> int:
@@ -50,10 +78,20 @@ class VideoFolderSource(ClipSource):
 
     def read_segment(self, index: int, frames: np.ndarray) -> tuple[np.ndarray, int]:
         """(segment bytes uint8 (n,), clip start within the segment) for DALI's decoder."""
+        if self.videos is not None:
+            self.info(index)  # checks the sample first
+            return self.videos.segment(int(index) // self.views_per_video, frames)
         info = self.info(index)
         segment, key = remux_segment(info, int(frames[0]), int(frames.max()))
         return segment, int(frames[0]) - key
 
     def decode_clip(self, index: int, frames: np.ndarray) -> np.ndarray:
         """(T, H, W, 3) uint8 RGB frames decoded with PyAV (the CPU fallback)."""
+        if self.videos is not None:
+            self.info(index)
+            return self.videos.decode(int(index) // self.views_per_video, frames)
         return decode_frames_pyav(self.path(index), frames, info=self.info(index))[0]
+
+    def fetched(self) -> tuple[int, int]:
+        """(bytes, requests) read from the store in this process ((0, 0) for local files)."""
+        return self.videos.stats() if self.videos is not None else (0, 0)

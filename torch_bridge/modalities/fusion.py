@@ -29,15 +29,16 @@ from dali_pipes.clip_crops import ClipResize
 from dali_pipes.clips import LoaderPad
 from dali_pipes.pipelines import fusion as fusion_graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
-from dali_pipes.sources.fusion import FusionFolderSource
+from dali_pipes.sources.video_data import video_source
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.video import VideoModality
 
 
 class FusionModality(VideoModality):
-    """Every video option plus `imu_offset` (seconds, IMU time = frame time + offset, default
-    0.0), `imu_method` ("linear", "slerp", "previous", "nearest") and `max_gap` (seconds or
-    None)."""
+    """Every video option (data behind URLs and shards too: the IMU is the `<stem>.imu.csv`
+    object beside each video, or the `<key>.imu.csv` member) plus `imu_offset` (seconds,
+    IMU time = frame time + offset, default 0.0), `imu_method` ("linear", "slerp",
+    "previous", "nearest") and `max_gap` (seconds or None)."""
 
     name = "fusion"
     dali_outputs = fusion_graph.OUTPUTS
@@ -47,15 +48,19 @@ class FusionModality(VideoModality):
                  size=224, train: bool = True, clips_per_video: int = 1,
                  pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
                  short_side: int | None = None, views=None, imu_offset: float = 0.0,
-                 imu_method: str = "linear", max_gap=None, device: str = "cpu"):
+                 imu_method: str = "linear", max_gap=None, device: str = "cpu",
+                 storage_options: dict | None = None, cache_dir: str | None = None,
+                 cache_limit: int | None = None):
         self._imu_options = dict(imu_offset=imu_offset, imu_method=imu_method,
                                  max_gap=max_gap)
         super().__init__(data, seed=seed, clip_length=clip_length, stride=stride, size=size,
                          train=train, clips_per_video=clips_per_video, pad=pad,
-                         resize=resize, short_side=short_side, views=views, device=device)
+                         resize=resize, short_side=short_side, views=views, device=device,
+                         storage_options=storage_options, cache_dir=cache_dir,
+                         cache_limit=cache_limit)
 
     def _make_source(self, data, **clip_options):  # lists the folders once, with the IMU
-        return FusionFolderSource(data, **clip_options, **self._imu_options)
+        return video_source(data, remote=self._remote, imu=self._imu_options, **clip_options)
 
     def meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         out = super().meta(indices)

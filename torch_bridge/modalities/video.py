@@ -39,6 +39,7 @@ from dali_pipes.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.video import VideoFolderSource
+from dali_pipes.sources.video_data import video_source
 from torch_bridge import registry
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
@@ -211,7 +212,9 @@ class ClipModality(SourceModality):
 class VideoModality(ClipModality):
     """Video files in class folders (see ClipModality for the options; `resize`,
     `short_side` and `views`, aspect-keeping crops and multi-view evaluation:
-    docs/video_crops.md). `device` ("cpu",
+    docs/video_crops.md), local or behind URLs (`s3://bucket/train/`), or WebDataset
+    shards of video members (docs/data_sources.md); `storage_options`, `cache_dir` and
+    `cache_limit` (bytes) for data behind URLs, as for images. `device` ("cpu",
     "cuda", "cuda:N"; fixed here, never changed by build_pipeline) chooses the DALI graph's
     device and, on a GPU, the decoder of each file (`dali_pipes.nvdec.route`: NVDEC where
     the GPU family's tables and the one-time device probe allow it, else the PyAV fallback)."""
@@ -220,8 +223,15 @@ class VideoModality(ClipModality):
     dali_outputs, variable_outputs = graph.OUTPUTS, graph.VARIABLE_OUTPUTS
     source_class = VideoFolderSource
 
-    def __init__(self, data, *, device: str = "cpu", **options):
+    def _make_source(self, data, **clip_options):
+        return video_source(data, remote=self._remote, **clip_options)
+
+    def __init__(self, data, *, device: str = "cpu", storage_options: dict | None = None,
+                 cache_dir: str | None = None, cache_limit: int | None = None, **options):
+        self._remote = {"storage_options": storage_options, "cache_dir": cache_dir,
+                        "cache_limit": cache_limit}
         super().__init__(data, **options)
+        self.multi_source = getattr(self.source, "multi_source", self.multi_source)
         self.device = torch.device(device)
         self.dali_device: Literal["cpu", "gpu"] = "gpu" if self.device.type == "cuda" else "cpu"
         self._nvdec: tuple | None = None  # (GPU family, probe results), on first use
