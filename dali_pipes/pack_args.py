@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.pack_members import MODALITIES
+
 DEFAULT_SHARD_SIZE = 256 << 20
 
 # Each integer option's accepted range (inclusive): JPEG sides stop at 65535; shards under a
@@ -99,8 +101,7 @@ def parser(description: str) -> argparse.ArgumentParser:
                         help="write the samples in a seeded permutation (mixes classes "
                              "within shards, for order='shards'; None: SRC's order)")
     parser.add_argument("--modality", default="image",
-                        choices=("image", "video", "fusion", "frames", "detection",
-                                 "hyperspectral"),
+                        choices=MODALITIES,
                         help="what SRC holds: class folders of images, videos (fusion: with "
                              "<stem>.imu.csv), frame folders, or an images folder with its "
                              "COCO instances.json (hyperspectral scenes are refused: cubes "

@@ -20,14 +20,23 @@ import json
 import os
 import tarfile
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from dali_pipes.stores.shard_writer import temp_name
 
-MODALITIES = ("image", "video", "fusion", "frames", "detection", "hyperspectral")
 Member = tuple[str, "bytes | str"]  # (extension, bytes or a file to copy)
+_PACKERS: dict[str, Callable] = {}
+
+
+def _packer(name: str):
+    """Register the packer of `--modality name`."""
+    def register(make: Callable) -> Callable:
+        _PACKERS[name] = make
+        return make
+    return register
 
 
 class MemberPacker:
@@ -63,14 +72,14 @@ def member_packer(src, modality: str) -> MemberPacker:
         raise ValueError("hyperspectral scenes are not packed into shards: ENVI and SPE cubes "
                          "stay files, read patch by patch in byte ranges; upload the scenes "
                          "folder as it is (e.g. to s3://bucket/scenes/) and load that URL")
-    return {"video": _video, "fusion": _fusion, "frames": _frames,
-            "detection": _detection}[modality](src)
+    return _PACKERS[modality](src)
 
 
 def _cls(label) -> Member:
     return "cls", str(int(label)).encode()
 
 
+@_packer("video")
 def _video(src) -> MemberPacker:
     from dali_pipes.sources.video import VideoFolderSource
     s = VideoFolderSource(src)
@@ -78,6 +87,7 @@ def _video(src) -> MemberPacker:
                         lambda i: [(_ext(s.files[i]), s.files[i]), _cls(s.labels[i])])
 
 
+@_packer("fusion")
 def _fusion(src) -> MemberPacker:
     from dali_pipes.sources.fusion import FusionFolderSource
     s = FusionFolderSource(src)
@@ -86,6 +96,7 @@ def _fusion(src) -> MemberPacker:
                                    _cls(s.labels[i])])
 
 
+@_packer("frames")
 def _frames(src) -> MemberPacker:
     from dali_pipes.sources.video_frames import FrameFolderSource
     s = FrameFolderSource(src)
@@ -98,6 +109,7 @@ def _frames(src) -> MemberPacker:
     return MemberPacker("frames", s.files, s.labels, s.classes, s.listing_digest(), members)
 
 
+@_packer("detection")
 def _detection(src) -> MemberPacker:
     from dali_pipes.sources.detection import DetectionSource
     s = DetectionSource(src, crowd="keep")
@@ -118,6 +130,11 @@ def _detection(src) -> MemberPacker:
     categories = json.dumps(doc["categories"], sort_keys=True, indent=1).encode() + b"\n"
     return MemberPacker("detection", s.files, s.labels, s.classes, s.listing_digest(),
                         members, {"categories.json": categories}, class_counts=counts)
+
+
+# What `--modality` takes: class folders of images, the packers above, and hyperspectral
+# scenes (refused with the reason).
+MODALITIES = ("image", *_PACKERS, "hyperspectral")
 
 
 def _ext(path: str) -> str:
