@@ -43,22 +43,35 @@ def _indices(name: str, index, size: int) -> np.ndarray:
 def read_runs(read: ReadRange, name: str, base: int, shape: tuple[int, int, int],
               wanted: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
     """Elements `wanted[0] x wanted[1] x wanted[2]` (index arrays per axis) of a C-ordered
-    `shape` array of `dtype` stored from byte `base`: one run per value of axis 0, from the
-    first wanted element of axes 1-2 to the last. Returns (len0, len1, len2) in `dtype`."""
-    item = dtype.itemsize
-    lo1, hi1 = int(wanted[1].min()), int(wanted[1].max())
-    lo2, hi2 = int(wanted[2].min()), int(wanted[2].max())
-    rows = hi1 - lo1 + 1
-    out = np.empty((len(wanted[0]), len(wanted[1]), len(wanted[2])), dtype)
-    for k, a0 in enumerate(wanted[0].tolist()):
-        first = (a0 * shape[1] + lo1) * shape[2] + lo2
-        last = (a0 * shape[1] + hi1) * shape[2] + hi2
+    `shape` array of `dtype` stored from byte `base`.
+
+    Per value of axis 0 the window is one run, from its first element to its last; runs of
+    neighbouring values are joined into one read when the gap between them is no longer
+    than the runs themselves (BIL: a window's lines follow each other closely), so a read
+    fetches at most about twice the bytes of its runs. Returns (len0, len1, len2) in `dtype`.
+    """
+    item, slab = dtype.itemsize, shape[1] * shape[2]
+    inner = np.asarray(wanted[1])[:, None] * shape[2] + np.asarray(wanted[2])[None, :]
+    lo, hi = int(inner.min()), int(inner.max())
+    outer = np.asarray(wanted[0], np.int64)
+    out = np.empty((len(outer), *inner.shape), dtype)
+    order = np.argsort(outer, kind="stable")
+    for group in _spans(outer[order], slab, hi - lo + 1):
+        chosen = order[group]
+        first = int(outer[chosen[0]]) * slab + lo
+        last = int(outer[chosen[-1]]) * slab + hi
         run = _checked(read, name, base + first * item, (last - first + 1) * item)
-        full = np.empty(rows * shape[2] * item, np.uint8)  # whole rows, the run in place
-        full[lo2 * item:lo2 * item + len(run)] = run
-        block = full.view(dtype).reshape(rows, shape[2])
-        out[k] = block[np.ix_(wanted[1] - lo1, wanted[2])]
+        values = np.frombuffer(run, dtype)
+        out[chosen] = values[outer[chosen][:, None, None] * slab + inner[None] - first]
     return out
+
+
+def _spans(sorted_outer: np.ndarray, slab: int, run: int) -> list[np.ndarray]:
+    """Positions of `sorted_outer` grouped into reads: a new read where the gap to the
+    previous run is longer than a run."""
+    gaps = np.diff(sorted_outer) * slab - run
+    cuts = np.flatnonzero(gaps > run) + 1
+    return np.split(np.arange(len(sorted_outer)), cuts)
 
 
 class RangedEnviCube:
