@@ -112,6 +112,7 @@ def _write(source, out: Path, order: np.ndarray, options: dict, plan: tuple[dict
     shards = plan_shards(sizes, options["shard_size"])
     mine = part_shards(len(shards), *part)
     pending = _pending(out, mine, plan[1])
+    jobs: list
     if isinstance(source, MemberPacker):
         jobs = [(str(out / shard_name(j)), [(f"{i:09d}", source.members(i))
                                             for i in order[shards.samples(j)].tolist()],

@@ -97,7 +97,7 @@ class RangedEnviCube:
         if not len(wanted["bands"]):
             raise ValueError("bands must not be empty")
         shape = tuple(getattr(hd, a) for a in self._axes)
-        values = read_runs(self._read, self.data_path, hd.header_offset, shape,  # type: ignore[arg-type]
+        values = read_runs(self._read, self.data_path, hd.header_offset, shape,
                            [wanted[a] for a in self._axes], hd.dtype)
         return np.array(values.transpose(self._to_bsq), dtype=self.dtype, order="C")
 

@@ -79,6 +79,7 @@ class DetectionSource:
 
     def _remote_coco(self, root: str, annotations) -> CocoDataset:
         """The annotation file of the images folder `root` (a URL), read once."""
+        assert self.store is not None
         name = os.fspath(annotations)
         url = name if is_url(name) else f"{root.rstrip('/')}/{name}"
         size, version = self.store.stat(url)
@@ -88,6 +89,7 @@ class DetectionSource:
         """Sizes and versions of every image from one listing per folder (http(s): a stat
         per image); FormatError naming the image id and the annotation file for one that
         is missing."""
+        assert self.store is not None
         found: dict[str, tuple[int, int]] = {}
         for root in self.roots:
             try:

@@ -86,7 +86,7 @@ class DetectionShardSource:
 
     def _build(self, entries, drop_crowd: bool) -> None:
         self.errors: dict[int, FormatError] = {}
-        parsed = []
+        parsed: list[CocoDataset | None] = []
         for i, (shard, _, sample) in enumerate(entries):
             try:
                 parsed.append(self._sample(i, shard, sample))
@@ -179,8 +179,8 @@ class DetectionShardSource:
         """Shard names, sample names and the sha256 of every annotations member and of the
         category table."""
         digest = hashlib.sha256(self._cat_digest.encode())
-        for name, annotations in zip(self.files, self._digests, strict=True):
-            digest.update(f"{os.path.basename(name)}\0{annotations}\0".encode())
+        for name, member_sha in zip(self.files, self._digests, strict=True):
+            digest.update(f"{os.path.basename(name)}\0{member_sha}\0".encode())
         return f"{len(self)} samples in {len(self.shards)} shards, sha256 {digest.hexdigest()}"
 
     def _read_member(self, shard: str, name: str, offset: int, size: int) -> np.ndarray:

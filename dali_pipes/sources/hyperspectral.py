@@ -144,7 +144,7 @@ def _scenes_digest(data, scenes: list[Scene], label_maps: list[np.ndarray],
         extra.update(np.ascontiguousarray(labels).tobytes())
     stat_arr = np.asarray(stats, np.int64)
     return listing_digest([s.path for s in scenes],
-                          [r.rstrip("/") if "://" in str(r) else os.fspath(Path(r))
+                          [str(r).rstrip("/") if "://" in str(r) else os.fspath(Path(r))
                            for r in roots],
                           np.array([s.source_id for s in scenes], np.int64),
                           stat_arr[:, 0], stat_arr[:, 1], extra=extra.digest())
