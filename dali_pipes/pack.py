@@ -1,4 +1,4 @@
-"""`python -m dali_pipes.pack SRC DST`: class folders of images into WebDataset shards.
+"""`python -m dali_pipes.pack SRC DST [--modality M]`: a data set into WebDataset shards.
 
 Writes `DST/shard-000000.tar`, ... (members `<key>.<ext>` + `<key>.cls`, keys the sample's
 index in SRC's listing, labels its class id), an index beside each shard and a manifest
@@ -16,6 +16,10 @@ plan (SRC's listing, the options that change bytes, the tool's version; another 
 refused unless `--overwrite`, see `dali_pipes.pack_resume`), locked (a second packer of the
 same DST and part fails at once), parallel (`--workers`), and `--part i/N` writes every N-th
 shard starting at i, so N machines share the work without talking.
+
+`--modality video|fusion|frames|detection` packs those sources the same way (same plan,
+resume, locks, manifest with class names), in the layouts of `dali_pipes.pack_members`;
+`--max-side` applies to images only, and hyperspectral scenes are refused (cubes stay files).
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from dali_pipes.pack_args import (
     check_paths,
 )
 from dali_pipes.pack_args import parser as cli_parser
+from dali_pipes.pack_members import MODALITIES, MemberPacker, member_packer, write_sample_shard
 from dali_pipes.pack_resume import PackRefused, claim_plan, clean, locked, make_plan, shard_state
 from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.stores.shard_writer import (
@@ -50,7 +55,7 @@ from dali_pipes.stores.shard_writer import (
 def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None = None,
          quality: int = 90, part: tuple[int, int] = (0, 1), workers: int = 1,
          shuffle: int | None = None, progress: bool | None = None,
-         overwrite: bool = False) -> dict:
+         overwrite: bool = False, modality: str = "image") -> dict:
     """Write the class folders of `src` as shards into `dst` (see the module doc).
 
     Args:
@@ -65,6 +70,8 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
         progress: rich progress bar (True), plain lines (False), or by terminal (None).
         overwrite: delete what the pack tool wrote in `dst` before and start over (else a
             `dst` written by another plan is refused: `PackRefused`).
+        modality: what `src` holds: "image" (class folders of images), "video", "fusion",
+            "frames" or "detection" (see `dali_pipes.pack_members`).
 
     Returns:
         The manifest written. `PackArgumentError` (a ValueError) names a bad argument,
@@ -77,7 +84,7 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
             check_option(name, value)
     part = check_part(part)
     out = check_paths(src, dst)
-    source = _source(src)
+    source = _source(src, modality, max_side)
     order = np.arange(len(source)) if shuffle is None else sample_order(len(source), shuffle)
     out.mkdir(parents=True, exist_ok=True)
     with locked(out, part, overwrite):
@@ -88,20 +95,35 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
                   file=sys.stderr)
         plan = make_plan(source.listing_digest(), shard_size=shard_size, max_side=max_side,
                          quality=quality, shuffle=shuffle)
+        if modality != "image":
+            plan["modality"] = modality
         digest = claim_plan(out, plan)
+        for name, data in getattr(source, "extra_files", {}).items():
+            _write_bytes(out / name, data)
         return _write(source, out, order, options, (plan, digest), part, workers, progress)
 
 
 def _write(source, out: Path, order: np.ndarray, options: dict, plan: tuple[dict, str],
            part: tuple[int, int], workers: int, progress: bool | None) -> dict:
-    sizes = np.asarray([os.path.getsize(source.files[i]) for i in order.tolist()], np.int64)
+    if isinstance(source, MemberPacker):
+        sizes = source.sizes[order]
+    else:
+        sizes = np.asarray([os.path.getsize(source.files[i]) for i in order.tolist()], np.int64)
     shards = plan_shards(sizes, options["shard_size"])
     mine = part_shards(len(shards), *part)
     pending = _pending(out, mine, plan[1])
-    jobs = [(str(out / shard_name(j)), [(f"{i:09d}", source.files[i], int(source.labels[i]))
-                                        for i in order[shards.samples(j)].tolist()],
-             options["max_side"], options["quality"], plan[1]) for j in pending]
-    _run(jobs, workers, _reporter(len(mine), len(mine) - len(pending), progress))
+    jobs: list
+    if isinstance(source, MemberPacker):
+        jobs = [(str(out / shard_name(j)), [(f"{i:09d}", source.members(i))
+                                            for i in order[shards.samples(j)].tolist()],
+                 plan[1]) for j in pending]
+        work = _pack_members
+    else:
+        jobs = [(str(out / shard_name(j)), [(f"{i:09d}", source.files[i], int(source.labels[i]))
+                                            for i in order[shards.samples(j)].tolist()],
+                 options["max_side"], options["quality"], plan[1]) for j in pending]
+        work = _pack_shard
+    _run(jobs, workers, _reporter(len(mine), len(mine) - len(pending), progress), work)
     manifest = _manifest(source, out, mine, len(shards), options)
     manifest["plan"] = {**plan[0], "digest": plan[1]}
     name = "manifest.json" if part[1] == 1 else f"manifest-part-{part[0]}-of-{part[1]}.json"
@@ -121,9 +143,15 @@ def _pending(out: Path, mine: list[int], digest: str) -> list[int]:
     return pending
 
 
-def _source(src) -> ImageFolderSource:
+def _source(src, modality: str, max_side: int | None) -> ImageFolderSource | MemberPacker:
+    if modality not in MODALITIES:
+        raise PackArgumentError(f"modality must be one of {', '.join(MODALITIES)}, got "
+                                f"{modality!r}")
+    if modality != "image" and max_side is not None:
+        raise PackArgumentError(f"--max-side re-encodes images; it does not apply to "
+                                f"--modality {modality} (members are copied as they are)")
     try:
-        return ImageFolderSource(src)
+        return ImageFolderSource(src) if modality == "image" else member_packer(src, modality)
     except (OSError, ValueError) as exc:
         raise PackArgumentError(f"SRC {src}: {exc}") from exc
 
@@ -135,14 +163,22 @@ def sample_order(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng([int(seed), 0x5041434B]).permutation(n)
 
 
-def _run(jobs: list, workers: int, report) -> None:
+def _run(jobs: list, workers: int, report, work=None) -> None:
+    work = work or _pack_shard
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
-            report(_pack_shard(job))
+            report(work(job))
         return
     with get_context("spawn").Pool(min(workers, len(jobs))) as pool:
-        for done in pool.imap_unordered(_pack_shard, jobs):
+        for done in pool.imap_unordered(work, jobs):
             report(done)
+
+
+def _pack_members(job) -> str:
+    path, samples, digest = job
+    record = write_sample_shard(path, samples)
+    _write_json(Path(f"{path}.json"), {**record, "plan": digest})
+    return os.path.basename(path)
 
 
 def _pack_shard(job) -> str:
@@ -175,12 +211,19 @@ def _encode(file: str, max_side: int | None, quality: int) -> tuple[str, bytes]:
 
 
 def _manifest(source, out: Path, mine: list[int], n_shards: int, options: dict) -> dict:
-    counts = np.bincount(source.labels, minlength=len(source.classes))
+    counts = np.asarray(getattr(source, "class_counts", None) if isinstance(
+        source, MemberPacker) else np.bincount(source.labels, minlength=len(source.classes)))
     shards = [{"name": shard_name(j), **json.loads((out / f"{shard_name(j)}.json").read_text())}
               for j in mine]
     return {"format": "webdataset", "classes": list(source.classes),
             "class_counts": counts.tolist(), "samples": len(source), "shards_total": n_shards,
             "shards": shards, "options": options}
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    tmp = Path(temp_name(path))
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def _write_json(path: Path, value: dict) -> None:
@@ -218,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         manifest = pack(args.src, args.dst, shard_size=args.shard_size,
                         max_side=args.max_side, quality=args.quality, part=args.part,
-                        workers=args.workers, shuffle=args.shuffle, overwrite=args.overwrite)
+                        workers=args.workers, shuffle=args.shuffle, overwrite=args.overwrite,
+                        modality=args.modality)
     except PackArgumentError as exc:
         parser.error(str(exc))
     except PackRefused as exc:

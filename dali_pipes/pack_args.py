@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.pack_members import MODALITIES
+
 DEFAULT_SHARD_SIZE = 256 << 20
 
 # Each integer option's accepted range (inclusive): JPEG sides stop at 65535; shards under a
@@ -81,7 +83,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m dali_pipes.pack", description=description,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("src", help="a local folder of class folders of images")
+    parser.add_argument("src", help="a local folder of class folders of images (or of what "
+                                    "--modality names)")
     parser.add_argument("dst", help="the output folder (created; not inside SRC)")
     parser.add_argument("--shard-size", type=_int("shard_size"), default=DEFAULT_SHARD_SIZE,
                         metavar="BYTES", help="the most image bytes per shard (256 MiB)")
@@ -97,6 +100,12 @@ def parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--shuffle", type=_int("shuffle"), default=None, metavar="SEED",
                         help="write the samples in a seeded permutation (mixes classes "
                              "within shards, for order='shards'; None: SRC's order)")
+    parser.add_argument("--modality", default="image",
+                        choices=MODALITIES,
+                        help="what SRC holds: class folders of images, videos (fusion: with "
+                             "<stem>.imu.csv), frame folders, or an images folder with its "
+                             "COCO instances.json (hyperspectral scenes are refused: cubes "
+                             "stay files)")
     parser.add_argument("--overwrite", action="store_true", default=False,
                         help="delete what the pack tool wrote in DST and start over "
                              "(needed when DST was packed with other options or another SRC)")

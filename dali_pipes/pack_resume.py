@@ -33,7 +33,7 @@ from dali_pipes.stores.shard_writer import HOST, temp_name
 PACK_FORMAT = 2
 PLAN_FILE = "pack-plan.json"
 _OURS = re.compile(r"^(shard-\d{6}\.tar(\.json|\.index\.npz)?|manifest(-part-\d+-of-\d+)?\.json"
-                   r"|pack-plan\.json)(\.(?P<owner>\w+)\.tmp)?$")
+                   r"|pack-plan\.json|categories\.json)(\.(?P<owner>\w+)\.tmp)?$")
 
 
 class PackRefused(RuntimeError):

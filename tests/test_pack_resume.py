@@ -191,6 +191,6 @@ def test_help_shows_every_options_default(capsys):
         main(["--help"])
     text = capsys.readouterr().out.split("options:", 1)[1]
     entries = [e for e in ("\n" + text).split("\n  -")[1:] if not e.startswith("h, --help")]
-    assert len(entries) == 7
+    assert len(entries) == 8
     for entry in entries:
         assert "(default:" in entry, entry

@@ -83,16 +83,27 @@ def open_coco(path: str | os.PathLike) -> CocoDataset:
     Returns:
         A CocoDataset; FormatError (file, entry, field) for anything malformed.
     """
-    import hashlib
     path = os.fspath(path)
     try:
         raw = open(path, "rb").read()
     except OSError as exc:
         raise FormatError(path, "file", f"cannot be read ({exc.strerror or exc})") from exc
+    return parse_coco(path, raw)
+
+
+def parse_coco(path: str, raw: bytes) -> CocoDataset:
+    """Validate the bytes `raw` of a COCO instances file (an object behind a URL, or a
+    shard member, named `path` in errors), as `open_coco` validates a file."""
+    import hashlib
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FormatError(path, "JSON", f"malformed ({exc})") from exc
+    return coco_document(path, doc, hashlib.sha256(raw).hexdigest())
+
+
+def coco_document(path: str, doc, digest: str) -> CocoDataset:
+    """Validate a parsed COCO document (`digest`: the sha256 of its bytes)."""
     if not isinstance(doc, dict):
         raise FormatError(path, "JSON", "the top level is not an object",
                           value=type(doc).__name__, expected="an object")
@@ -103,7 +114,7 @@ def open_coco(path: str | os.PathLike) -> CocoDataset:
     cat_ids, cat_names = _categories(path, doc["categories"])
     images = _images(path, doc["images"])
     anns = _annotations(path, doc["annotations"], images, cat_ids)
-    return _assemble(path, images, anns, cat_ids, cat_names, hashlib.sha256(raw).hexdigest())
+    return _assemble(path, images, anns, cat_ids, cat_names, digest)
 
 
 def _kind(value) -> str:

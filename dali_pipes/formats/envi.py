@@ -171,15 +171,21 @@ def _find_beside(directory: str, names: Sequence[str]) -> str | None:
     return None
 
 
+def data_file_candidates(header_name: str) -> list[str]:
+    """The names a data file beside the header `header_name` (``x.hdr``) may have, in the
+    order they are looked for."""
+    stem = header_name[:-4]
+    candidates = [stem + ext for ext in _DATA_EXTENSIONS]
+    return list(dict.fromkeys(  # x.img.hdr: x.img first, then x.dat, x.raw, ...
+        candidates + [os.path.splitext(stem)[0] + e for e in _DATA_EXTENSIONS[1:]]))
+
+
 def locate_envi_files(path: str | os.PathLike) -> tuple[str, str]:
     """(header path, data path) for ``path`` naming either the .hdr or the data file."""
     path = os.fspath(path)
     directory, name = os.path.split(path)
     if name.lower().endswith(".hdr"):
-        stem = name[:-4]
-        candidates = [stem + ext for ext in _DATA_EXTENSIONS]
-        candidates = list(dict.fromkeys(  # x.img.hdr: x.img first, then x.dat, x.raw, ...
-            candidates + [os.path.splitext(stem)[0] + e for e in _DATA_EXTENSIONS[1:]]))
+        candidates = data_file_candidates(name)
         data = _find_beside(directory, candidates)
         if not os.path.isfile(path):
             raise FormatError(path, "header", "file not found")
@@ -309,5 +315,5 @@ def open_envi(path: str | os.PathLike) -> EnviCube:
     return EnviCube(header_path, data_path, header)
 
 
-__all__ = ["ENVI_DTYPES", "EnviCube", "EnviHeader", "locate_envi_files", "open_envi",
-           "parse_envi_header", "read_envi_header"]
+__all__ = ["ENVI_DTYPES", "EnviCube", "EnviHeader", "data_file_candidates", "locate_envi_files",
+           "open_envi", "parse_envi_header", "read_envi_header"]

@@ -48,6 +48,24 @@ def read_label_map(path: str | os.PathLike, shape: tuple[int, int]) -> np.ndarra
     return labels
 
 
+def parse_label_map(data: bytes, path: str, shape: tuple[int, int]) -> np.ndarray:
+    """The label map held in the bytes `data` of a .npy file (an object behind a URL, named
+    `path` in errors), checked as `read_label_map` checks a file."""
+    import io
+    f = io.BytesIO(data)
+    dtype, found, fortran = _header(f, path)
+    _check_layout(path, dtype, found, shape)
+    count = int(np.prod(found))
+    needed, available = count * dtype.itemsize, len(data) - f.tell()
+    if available < needed:
+        raise FormatError(path, "label map size", "file is shorter than its header says",
+                          value=f"{available} bytes", expected=f">= {needed} bytes")
+    labels = np.frombuffer(data, dtype, count, f.tell()).reshape(
+        found, order="F" if fortran else "C").copy()
+    _check_values(path, labels)
+    return labels
+
+
 def _header(f, path: str) -> tuple[np.dtype, tuple[int, ...], bool]:
     fmt = np.lib.format
     try:

@@ -140,13 +140,24 @@ def _int_attr(path: str, element: ET.Element, name: str, minimum: int = 1) -> in
 
 
 def _read_footer(path: str, handle, header: SpeHeader, size: int) -> ET.Element:
+    handle.seek(footer_range(path, header, size)[0])
+    return parse_spe_footer(path, handle.read())
+
+
+def footer_range(path: str, header: SpeHeader, size: int) -> tuple[int, int]:
+    """(offset, end) of the XML footer of a 3.0 file of `size` bytes; FormatError naming
+    the header's XML_Offset when it points outside the file's last MAX_FOOTER_BYTES."""
     if not max(SPE_HEADER_BYTES, size - MAX_FOOTER_BYTES) <= header.xml_offset < size:
         raise FormatError(path, "XML_Offset", "XML footer offset is outside the file's end",
                           value=header.xml_offset,
                           expected=f"{max(SPE_HEADER_BYTES, size - MAX_FOOTER_BYTES)}..{size - 1}")
-    handle.seek(header.xml_offset)
+    return header.xml_offset, size
+
+
+def parse_spe_footer(path: str, data: bytes) -> ET.Element:
+    """The XML footer's root element (SpeFormat), from its bytes."""
     try:
-        root = ET.fromstring(handle.read())
+        root = ET.fromstring(data)
     except ET.ParseError as exc:
         raise FormatError(path, "XML footer", f"cannot parse: {exc}") from exc
     if _local(root.tag) != "SpeFormat":
@@ -323,6 +334,13 @@ def open_spe(path: str | os.PathLike) -> SpeFile:
             root = _read_footer(path, handle, header, size) if header.version >= 3 else None
     except OSError as exc:
         raise FormatError(path, "file", f"cannot read: {exc.strerror}") from exc
+    return SpeFile(path, header, spe_layout(path, header, root, size), root)
+
+
+def spe_layout(path: str, header: SpeHeader, root: ET.Element | None, size: int
+               ) -> SpeLayout:
+    """The frames' layout of a file of `size` bytes (from its footer `root` for 3.0, else
+    the binary header), checked against the size."""
     layout = _layout_v2(path, header) if root is None else _layout_v3(path, root)
     available = size if root is None else header.xml_offset  # 3.0: the footer follows the data
     needed = layout.data_offset + layout.frames * layout.frame_stride
@@ -331,8 +349,9 @@ def open_spe(path: str | os.PathLike) -> SpeFile:
                           value=f"{available} bytes", expected=f">= {needed} bytes")
     if layout.wavelengths is not None:
         layout.wavelengths.flags.writeable = False
-    return SpeFile(path, header, layout, root)
+    return layout
 
 
 __all__ = ["HEADER_FIELDS", "PIXEL_FORMATS", "SPE_DTYPES", "SPE_HEADER_BYTES", "SpeFile",
-           "SpeHeader", "SpeLayout", "open_spe", "parse_spe_header"]
+           "SpeHeader", "SpeLayout", "footer_range", "open_spe", "parse_spe_footer",
+           "parse_spe_header", "spe_layout"]

@@ -13,6 +13,12 @@ sample. Labels are contiguous over the union of the sources' category ids, in so
 annotations out of the targets; `crowd="keep"` keeps them, flagged in "iscrowd".
 `labels` (one per image, for class-balanced sampling): the image's most frequent label,
 ties to the smaller; `len(classes)` for an image without boxes.
+
+Behind URLs (`s3://bucket/images/` with `annotations="s3://bucket/instances.json"`, or a
+relative name of an object in the images folder): the annotation file is read once through
+the store and validated as a local one; every image it names must be in the folder's
+listing (one call per folder; http(s) folders, which cannot be listed, take one stat per
+image); images are read whole through the store (retries, timeouts, block cache).
 """
 from __future__ import annotations
 
@@ -21,13 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from dali_pipes.formats.coco import CocoDataset, open_coco
+from dali_pipes.formats.coco import CocoDataset, open_coco, parse_coco
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.files import read_file_bytes
 from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.folders import listing_digest
-from dali_pipes.sources.image import check_max_pixels
+from dali_pipes.sources.image import check_max_pixels, remote_roots
+from dali_pipes.stores.remote import FsspecStore, StoreError, is_url
 
 
 def annotation_path(images_dir: str | os.PathLike, annotations: str | os.PathLike,
@@ -49,7 +56,7 @@ class DetectionSource:
     """
 
     def __init__(self, data, *, annotations="instances.json", crowd: str = "drop",
-                 max_pixels: int | None = DEFAULT_MAX_PIXELS):
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS, store: FsspecStore | None = None):
         if crowd not in ("drop", "keep"):
             raise ValueError(f"crowd must be 'drop' or 'keep', got {crowd!r}")
         self.max_pixels = check_max_pixels(max_pixels)
@@ -57,11 +64,52 @@ class DetectionSource:
         if not folders:
             raise ValueError("data is an empty list of folders")
         self.roots = [os.fspath(f) for f in folders]
-        self.datasets = [open_coco(annotation_path(f, annotations, len(folders) == 1))
-                         for f in folders]
+        self.store = (store or FsspecStore()) if remote_roots(data) else None
+        if self.store is not None:
+            self.datasets = [self._remote_coco(f, annotations) for f in self.roots]
+        else:
+            self.datasets = [open_coco(annotation_path(f, annotations, len(folders) == 1))
+                             for f in folders]
         self._union_categories()
         self._flatten(crowd == "drop")
-        self._stat_files()
+        if self.store is not None:
+            self._list_objects()
+        else:
+            self._stat_files()
+
+    def _remote_coco(self, root: str, annotations) -> CocoDataset:
+        """The annotation file of the images folder `root` (a URL), read once."""
+        assert self.store is not None
+        name = os.fspath(annotations)
+        url = name if is_url(name) else f"{root.rstrip('/')}/{name}"
+        size, version = self.store.stat(url)
+        return parse_coco(url, self.store.read_object(url, size, version).tobytes())
+
+    def _list_objects(self) -> None:
+        """Sizes and versions of every image from one listing per folder (http(s): a stat
+        per image); FormatError naming the image id and the annotation file for one that
+        is missing."""
+        assert self.store is not None
+        found: dict[str, tuple[int, int]] = {}
+        for root in self.roots:
+            try:
+                found.update((u, (n, v)) for u, n, v in self.store.list_objects(root))
+            except ValueError:  # http(s): no listing
+                pass
+        stats = []
+        for i, url in enumerate(self.files):
+            if url not in found:
+                try:
+                    found[url] = self.store.stat(url)
+                except StoreError as exc:
+                    if exc.status not in (403, 404):
+                        raise
+                    ds = self.datasets[int(self.source_ids[i])]
+                    raise FormatError(ds.path, f"image {int(self.image_ids[i])}.file_name",
+                                      f"{url} cannot be read ({exc})") from exc
+            stats.append(found[url])
+        self.sizes = np.asarray([s for s, _ in stats], np.int64)
+        self.mtimes_ns = np.asarray([v for _, v in stats], np.int64)
 
     def _union_categories(self) -> None:
         names: dict[int, str] = {}
@@ -147,7 +195,9 @@ class DetectionSource:
         """(bytes, (height, width)) of a sound image whose header size is the file's
         "height" / "width" (FormatError naming the file and field otherwise)."""
         path = self.files[index]
-        data, (h, w) = prepare_image(read_file_bytes(path), path, max_pixels=self.max_pixels)
+        raw = read_file_bytes(path) if self.store is None else \
+            self.store.read_object(path, int(self.sizes[index]), int(self.mtimes_ns[index]))
+        data, (h, w) = prepare_image(raw, path, max_pixels=self.max_pixels)
         want = (int(self.heights[index]), int(self.widths[index]))
         if (h, w) != want:
             raise FormatError(path, "image size", "differs from the annotation file's "

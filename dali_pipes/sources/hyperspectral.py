@@ -38,7 +38,10 @@ from dali_pipes.formats import FormatError, open_envi, open_spe
 from dali_pipes.formats.cube import Cube
 from dali_pipes.formats.label_map import read_label_map
 from dali_pipes.sources.folders import is_sample, listing_digest
+from dali_pipes.sources.image import remote_roots
 from dali_pipes.sources.links import LinkRule
+from dali_pipes.sources.remote_scenes import RemoteScenes
+from dali_pipes.stores.remote import FsspecStore
 
 PathLike = str | os.PathLike
 SCENE_SUFFIXES = {".hdr": "envi", ".spe": "spe"}
@@ -99,8 +102,8 @@ def read_window(cube: Cube, y: int, x: int, h: int, w: int, bands) -> np.ndarray
     return cube.read_window(y, x, h, w, bands)
 
 
-def _scene(path: str, source_id: int) -> Scene:
-    cube = open_cube(path)
+def _scene(path: str, source_id: int, opener=open_cube) -> Scene:
+    cube = opener(path)
     try:
         bands, lines, samples = cube.geometry
         dtype, wavelengths, files = np.dtype(cube.dtype), cube.wavelengths, cube.files
@@ -126,16 +129,23 @@ def load_label_map(scene: Scene) -> np.ndarray:
     return read_label_map(path, (scene.lines, scene.samples))
 
 
-def _scenes_digest(data, scenes: list[Scene], label_maps: list[np.ndarray]) -> str:
+def _local_stat(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+def _scenes_digest(data, scenes: list[Scene], label_maps: list[np.ndarray],
+                   stat=_local_stat) -> str:
     roots = [data] if isinstance(data, (str, os.PathLike)) else list(data)
     stats, extra = [], hashlib.sha256()
     for scene, labels in zip(scenes, label_maps, strict=True):
-        for st in map(os.stat, scene.files):
-            stats.append((st.st_size, st.st_mtime_ns))
+        stats += [stat(f) for f in scene.files]
         extra.update(str(labels.dtype).encode() + repr(labels.shape).encode())
         extra.update(np.ascontiguousarray(labels).tobytes())
     stat_arr = np.asarray(stats, np.int64)
-    return listing_digest([s.path for s in scenes], [os.fspath(Path(r)) for r in roots],
+    return listing_digest([s.path for s in scenes],
+                          [str(r).rstrip("/") if "://" in str(r) else os.fspath(Path(r))
+                           for r in roots],
                           np.array([s.source_id for s in scenes], np.int64),
                           stat_arr[:, 0], stat_arr[:, 1], extra=extra.digest())
 
@@ -194,24 +204,39 @@ class HyperspectralSource:
     ``bands``: None (all), a sequence of band indices, or a ``(low_nm, high_nm)`` range of
     floats resolved per scene with ``bands_in_range``. Patches come back in ``self.dtype``, the
     common numpy type of all scenes (the loader casts to float32).
+
+    ``data`` may be URLs (`dali_pipes.sources.remote_scenes`: folders of a listable store or
+    the scenes' own URLs), read through ``store`` (default: an FsspecStore without cache).
     """
 
     def __init__(self, data: PathLike | Sequence[PathLike], *, patch_size: int = 9,
-                 bands=None):
+                 bands=None, store: FsspecStore | None = None):
         if isinstance(patch_size, bool) or not isinstance(patch_size, (int, np.integer)) \
                 or patch_size < 1 or patch_size % 2 == 0:
             raise ValueError(f"patch_size must be a positive odd int, got {patch_size!r}")
         self.patch_size = int(patch_size)
-        scenes = [_scene(path, source) for path, source in list_scene_files(data)]
+        urls = remote_roots(data)
+        self.remote = RemoteScenes(urls, store or FsspecStore()) if urls else None
+        files = self.remote.scene_files if self.remote else list_scene_files(data)
+        scenes = [_scene(path, source, self._open) for path, source in files]
         self.scenes = select_scene_bands(scenes, bands)
         self.dtype = np.result_type(*[s.dtype for s in self.scenes])
-        label_maps = [load_label_map(s) for s in self.scenes]
-        self._digest = _scenes_digest(data, self.scenes, label_maps)
+        label_maps = [self._label_map(s) for s in self.scenes]
+        self._digest = _scenes_digest(data, self.scenes, label_maps,
+                                      self.remote.stat if self.remote else _local_stat)
         self._build_table(label_maps)
         if len(self.labels) == 0:
             raise ValueError(f"{data}: no labeled pixel in any label map (0 means unlabeled)")
         self._cubes: dict[int, Cube] = {}
         self._pid = os.getpid()
+
+    def _open(self, path: str) -> Cube:
+        return self.remote.open(path) if self.remote is not None else open_cube(path)
+
+    def _label_map(self, scene: Scene) -> np.ndarray:
+        if self.remote is not None:
+            return self.remote.label_map(scene.path, (scene.lines, scene.samples))
+        return load_label_map(scene)
 
     def listing_digest(self) -> str:
         """Scene names (relative to their folder), the sizes and modification times of each
@@ -257,7 +282,7 @@ class HyperspectralSource:
         cube = self._cubes.get(scene)
         if cube is None:
             s = self.scenes[scene]
-            cube = open_cube(s.path)
+            cube = self._open(s.path)
             if cube.geometry != (s.bands, s.lines, s.samples) or cube.dtype != s.dtype:
                 found = (cube.geometry, str(cube.dtype))
                 cube.close()

@@ -21,10 +21,11 @@ from dali_pipes.formats.coco import decode_masks
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.pipelines import detection as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
-from dali_pipes.sources.detection import DetectionSource
+from dali_pipes.sources.detection_shards import detection_source
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 from torch_bridge.modalities.image_decode import decode_rgb
+from torch_bridge.modalities.remote import remote_store
 
 _TARGETS = ("boxes", "labels", "iscrowd")  # per-box fields, padded to the batch's largest
 
@@ -45,7 +46,12 @@ class DetectionModality(SourceModality):
     uint8 (B, N, H, W)), `semantic` (True: "semantic" uint8 (B, H, W), label + 1 of the
     last annotation covering each pixel, 0 background, 255 padding) and `max_pixels` (as
     for images). `loader.classes` holds the
-    category names in label order; `source.category_ids` their COCO ids."""
+    category names in label order; `source.category_ids` their COCO ids.
+    `data` may also be WebDataset shards of `<key>.<image ext>` + `<key>.json` (that image's
+    COCO annotations) with `categories.json` beside them or `categories` (a list of COCO
+    category dicts), and any of these behind URLs (`s3://bucket/images/` with
+    `annotations="s3://bucket/instances.json"`): `storage_options` (for fsspec),
+    `cache_dir` and `cache_limit` (bytes)."""
 
     name = "detection"
 
@@ -55,7 +61,9 @@ class DetectionModality(SourceModality):
                  ratio=(3 / 4, 4 / 3), min_iou: float | None = None, crop_attempts: int = 10,
                  hflip: float = 0.5, scale_jitter=None, min_box_size: float = 1.0,
                  crowd: str = "drop", masks: bool = False, semantic: bool = False,
-                 max_pixels: int | None = DEFAULT_MAX_PIXELS):
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS, categories: list | None = None,
+                 storage_options: dict | None = None, cache_dir: str | None = None,
+                 cache_limit: int | None = None):
         for option, value in (("masks", masks), ("semantic", semantic)):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{option}={value!r}: expected True or False")
@@ -64,8 +72,12 @@ class DetectionModality(SourceModality):
             pad_to_multiple=pad_to_multiple, scale=scale, ratio=ratio, min_iou=min_iou,
             crop_attempts=crop_attempts, hflip=hflip, scale_jitter=scale_jitter,
             min_box_size=min_box_size)
-        self._set_source(DetectionSource(data, annotations=annotations, crowd=crowd,
-                                         max_pixels=max_pixels), data)
+        store = remote_store(data, storage_options=storage_options, cache_dir=cache_dir,
+                             cache_limit=cache_limit)
+        self._set_source(detection_source(data, annotations=annotations,
+                                          categories=categories, crowd=crowd,
+                                          max_pixels=max_pixels, store=store), data)
+        self.multi_source = getattr(self.source, "multi_source", self.multi_source)
         self.seed, self.masks, self.train = seed, bool(masks), bool(train)
         self.semantic = bool(semantic)
         if self.semantic and len(self.source.classes) > 254:

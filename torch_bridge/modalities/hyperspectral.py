@@ -17,6 +17,7 @@ from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.hyperspectral import HyperspectralSource, patch_augment
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys
+from torch_bridge.modalities.remote import remote_store
 
 
 class HyperspectralModality(SourceModality):
@@ -25,6 +26,9 @@ class HyperspectralModality(SourceModality):
     turns; False: none) and `normalize` (default False; True: per-band mean/std of each
     scene, computed once on evenly spaced lines, subtracted and divided). `device` is the
     loader's: with a CUDA device the statistics are computed with CuPy when it is usable.
+    For scenes behind URLs (`s3://bucket/scenes/`, or the scenes' own `.hdr`/`.spe` URLs):
+    `storage_options` (for fsspec), `cache_dir` and `cache_limit` (bytes): each patch reads
+    only its window's byte ranges, through the block cache when there is one.
 
     The object pickles without its memory maps (the source reopens its files once per
     process), so it can be sent to spawned workers or used after a fork."""
@@ -33,11 +37,16 @@ class HyperspectralModality(SourceModality):
     dali_outputs = graph.OUTPUTS
 
     def __init__(self, data, *, seed: int, patch_size: int = 9, bands=None,
-                 train: bool = True, normalize: bool = False, device: str = "cpu"):
+                 train: bool = True, normalize: bool = False, device: str = "cpu",
+                 storage_options: dict | None = None, cache_dir: str | None = None,
+                 cache_limit: int | None = None):
         for option, value in (("train", train), ("normalize", normalize)):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{option} must be True or False, got {value!r}")
-        self._set_source(HyperspectralSource(data, patch_size=patch_size, bands=bands), data)
+        store = remote_store(data, storage_options=storage_options, cache_dir=cache_dir,
+                             cache_limit=cache_limit)
+        self._set_source(HyperspectralSource(data, patch_size=patch_size, bands=bands,
+                                             store=store), data)
         self.seed, self.train, self.normalize = seed, bool(train), bool(normalize)
         self.mean: np.ndarray | None = None
         self.std: np.ndarray | None = None
