@@ -3,16 +3,18 @@ both backends, windows read in byte ranges (never the whole cube), label maps re
 short ranges and dead servers named per sample."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dali_pipes.formats.errors import FormatError
 from dali_pipes.sources.hyperspectral import HyperspectralSource
 from dali_pipes.stores.remote import FsspecStore, StoreError
+from dali_pipes.stores.remote_read import ObjectChanged
 from dali_pipes.testing.sample_hyperspectral import small_scene_folder
 from tests.stores.servers import MotoS3, RangeServer
 from tests.torch_bridge.contract import assert_same, copies
@@ -83,16 +85,19 @@ def test_http_folders_are_refused_naming_what_to_give(scenes):
             HyperspectralSource(f"{server.url}/scenes/", store=FsspecStore())
 
 
-def test_a_short_range_is_a_format_error_naming_the_object(scenes, tmp_path):
+def test_a_cube_cut_after_the_listing_is_an_error_naming_the_object(scenes, tmp_path):
+    """The server's validators (ETag / Last-Modified) changed with the bytes: the read is
+    refused as a changed object, naming it, before any short range could be used."""
     served = Path(shutil.copytree(scenes, tmp_path / "served"))
     with RangeServer(served) as server:
         source = HyperspectralSource([f"{server.url}/{n}" for n in SCENES], patch_size=3,
                                      store=FsspecStore(retries=0))
         data = served / "b.img"
         data.write_bytes(data.read_bytes()[:-10])  # cut inside the last band, after listing
+        os.utime(data, ns=(time.time_ns() + 5 * 10**9,) * 2)  # a later Last-Modified
         last_b = int(np.flatnonzero(source.scene_ids == 1)[-1])
-        with pytest.raises(FormatError, match=re.escape(f"{server.url}/b.img") +
-                           r": byte range: bytes \d+\.\.\d+ came back short"):
+        with pytest.raises(ObjectChanged, match=re.escape(f"{server.url}/b.img") +
+                           r": the object changed since it was listed"):
             source.read_patch(last_b)
 
 
@@ -114,6 +119,7 @@ def test_a_dead_server_fails_within_the_retries(scenes):
     with RangeServer(scenes) as server:
         source = HyperspectralSource([f"{server.url}/{n}" for n in SCENES], patch_size=3,
                                      store=FsspecStore(retries=1, backoff=0.01, timeout=2.0))
-    with pytest.raises(StoreError, match=r"a\.img: read of bytes \d+\.\.\d+ failed after 2 "
-                       r"attempts"):
+    # a refused connection is permanent: not retried (docs/data_sources.md, retries)
+    with pytest.raises(StoreError, match=r"a\.img: read of bytes \d+\.\.\d+ failed after 1 "
+                       r"attempt"):
         source.read_patch(0)
