@@ -11,8 +11,8 @@ our output: RandomResizedCrop 224 + horizontal flip, normalized float32 CHW, 2 w
   torchvision v2 (torchcodec decodes, torchvision augments: its documented split).
 - "pyav": PyAV (`av.open`, first frame `to_ndarray("rgb24")`) in a DataLoader, v2 after.
 - "decode-ceiling": the same images decoded whole by libjpeg-turbo (simplejpeg, fast
-  IDCT; PIL when simplejpeg is missing) in a DataLoader with 2 workers, no augmentation:
-  the CPU any full-decode loader needs at least.
+  IDCT; PIL when simplejpeg is missing) in a DataLoader with 2 workers, no augmentation,
+  the pixels left in the worker: the CPU any full-decode loader needs at least.
 None of these is a dependency of the project: a peer that is not installed is skipped with
 one line (`unavailable`).
 """
@@ -119,6 +119,12 @@ def _decode_ceiling(path: str) -> np.ndarray:
     return simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=True)
 
 
+def _shape(image: np.ndarray) -> tuple[int, ...]:
+    """The ceiling keeps the decoded pixels in the worker: sending whole images to the
+    main process would add pickling that no loader with an output of 224x224 pays."""
+    return image.shape
+
+
 def _collate_labels(batch):
     return [image for image, _ in batch], torch.tensor([label for _, label in batch])
 
@@ -133,15 +139,14 @@ def _dataloader(ds, *, batch_size: int, num_workers: int, seed: int, collate=Non
 def peer_loader(peer: str, root, *, batch_size: int, size: int = 224, num_workers: int = 2,
                 device: str = "cpu", seed: int = 0):
     """The loader of `peer` (one of PEERS) over `root`'s class folders of JPEGs: dict
-    batches with "image" (float32 NCHW, or a list of decoded arrays for the ceiling) and
-    "label"."""
+    batches with "image" (float32 NCHW; for the ceiling the decoded shapes) and "label"."""
     dev = torch.device(device)
     if peer == "ffcv":
         return _ffcv_loader(root, batch_size, size, num_workers, dev, seed)
     if peer == "spdl":
         return _spdl_loader(root, batch_size, size, num_workers, dev, seed)
     if peer == "decode-ceiling":
-        dl = _dataloader(_Decoded(root, _decode_ceiling), batch_size=batch_size,
+        dl = _dataloader(_Decoded(root, _decode_ceiling, _shape), batch_size=batch_size,
                          num_workers=num_workers, seed=seed, collate=_collate_labels)
         return _DictBatches(dl, lambda b: {"image": b[0], "label": b[1]}, len(dl))
     decode = {"torchcodec": _decode_torchcodec, "pyav": _decode_pyav}.get(peer)
