@@ -25,6 +25,10 @@ dali and torch backends and on "usual", the same recipe written the usual way (I
 + PIL + torchvision.transforms.v2, 2 workers, timm-style mixup in the loop; speed only, its
 randomness is its own); the JSON gains "recipe" and "recipe_speedups" (dali over torch and
 over usual).
+--peers (images) adds the other loaders' rows where they are installed (FFCV, SPDL,
+torchcodec, PyAV: same output, each set up as its docs recommend) and "decode-ceiling", the
+same images decoded whole by libjpeg-turbo without augmentation (bench/peers.py); a peer
+that is not installed is skipped with one line.
 """
 from __future__ import annotations
 
@@ -86,7 +90,32 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--recipe", help="image training recipe: a preset name or a TOML path; "
                    "backends default to dali, torch, usual (with --size 224, the default, "
                    "the recipe's own size)")
+    p.add_argument("--peers", nargs="?", const="all", help="images: add rows for FFCV, "
+                   "SPDL, torchcodec and PyAV where installed and the decode-only ceiling "
+                   "(bench/peers.py), or for the comma-separated ones named; a missing "
+                   "peer is skipped with one line")
     return p.parse_args(argv)
+
+
+def peer_rows(modality: str, wanted: str = "all", say=print) -> list[str]:
+    """The --peers rows (`wanted`: "all" or comma-separated names) that can run here; one
+    "skipped: ..." line (via `say`) for each other one."""
+    from bench.peers import PEERS, unavailable
+    if modality != "image":
+        raise SystemExit(f"--peers: only for --modality image, not {modality}")
+    names = list(PEERS) if wanted == "all" else wanted.split(",")
+    unknown = [n for n in names if n not in PEERS]
+    if unknown:
+        raise SystemExit(f"--peers: unknown {', '.join(unknown)}; expected 'all' or some "
+                         f"of {', '.join(PEERS)}")
+    rows = []
+    for peer in names:
+        why = unavailable(peer)
+        if why is None:
+            rows.append(peer)
+        else:
+            say(f"skipped: {why}")
+    return rows
 
 
 RECIPE_BACKENDS = ["dali", "torch", "usual"]
@@ -270,6 +299,9 @@ def main(argv=None) -> int:
     data = Path(args.data) if args.data else sample_data(args.modality, args.sample)
     backends = args.backends.split(",") if args.backends else RECIPE_BACKENDS if args.recipe \
         else list(registry.get(args.modality).compare_rows)
+    if args.peers:
+        backends += [p for p in peer_rows(args.modality, args.peers, lambda line: print(
+            line, file=sys.stderr)) if p not in backends]
     with LoadMonitor() as load:
         results = run_all(args, data, device, backends)
     report = {"modality": args.modality, "device": device, "results": results,

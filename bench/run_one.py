@@ -21,7 +21,8 @@ import torch  # noqa: E402
 from bench.metrics import ResourceSampler, gpu_index  # noqa: E402
 from torch_bridge import registry  # noqa: E402
 
-BACKENDS = ("dali", "torch", "classic", "dali-stock", "adapter", "usual")
+BACKENDS = ("dali", "torch", "classic", "dali-stock", "adapter", "usual", "ffcv", "spdl",
+            "torchcodec", "pyav", "decode-ceiling")  # the last five: bench/peers.py
 DEFAULT_SIZE = 224  # with --recipe, --size at this default leaves the recipe's size
 
 
@@ -53,6 +54,10 @@ def build(backend: str, args):
     if backend == "dali-stock":
         from bench.baselines import dali_stock_loader
         return dali_stock_loader(args.data, size=args.size, num_threads=args.threads, **common)
+    if backend in ("ffcv", "spdl", "torchcodec", "pyav", "decode-ceiling"):
+        from bench.peers import peer_loader
+        return peer_loader(backend, args.data, size=args.size, num_workers=args.workers,
+                           **common)
     if backend == "adapter":
         from bench.bench_adapter import FileDataset
         from dali_pipes.sources import ImageFolderSource

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from time import perf_counter_ns
 from typing import Any
 
@@ -20,7 +20,7 @@ from torch_bridge.state import (
     read_state,
     resume_point,
 )
-from torch_bridge.stats import LoaderStats, check_log_every, format_line, logger, sample_bytes
+from torch_bridge.stats import LoaderStats, attach_sizes, check_log_every, format_line, logger
 
 
 class Loader:
@@ -41,7 +41,7 @@ class Loader:
         self._engine, self.plan, self._guard = engine, plan, guard
         self._modality, self._device = modality, device
         self._stats, self.log_every = LoaderStats(), check_log_every(log_every)
-        self._stats.sizes = sample_bytes(modality)
+        attach_sizes(self._stats, modality)
         engine.stats = self._stats  # the engines add their stage times to it
         self.modality, self.backend = modality.name, backend
         self.epoch = 0
@@ -49,9 +49,10 @@ class Loader:
         self._resume_from = 0  # where the next pass starts (non-zero after load_state_dict)
         self._live_pass: _Pass | None = None  # the pass of the last iter() (see __iter__)
         self._template: dict | None = None  # field -> (dtype, shape[1:], device) for empties
-        # The listing is fixed at construction: hash it once, not on every state_dict().
-        self._order = _order_spec(plan, modality)
-        self._fingerprint = _fingerprint(self._order)
+        # The listing is fixed at construction; it is hashed once, on the first state_dict()
+        # or load_state_dict() (a local listing stats its files then: file_stats.py).
+        _listing_digest_of(modality)
+        self._order_memo: tuple[dict[str, Any], str] | None = None
         # A loader dropped without close() still stops its workers / pipeline (also at exit).
         self._finalizer = weakref.finalize(self, _close, engine, modality)
 
@@ -188,9 +189,16 @@ class Loader:
                 "batches_consumed": self._consumed, "num_batches": len(self),
                 "seed": plan.seed, "world_size": plan.world_size, "rank": plan.rank,
                 "batch_size": plan.batch_size, "drop_last": plan.drop_last,
-                "num_samples": plan.num_samples, "order": dict(self._order),
-                "fingerprint": self._fingerprint,
+                "num_samples": plan.num_samples, "order": dict(self._order()[0]),
+                "fingerprint": self._order()[1],
                 "resumed": None if resumed is None else resumed.to_state()}
+
+    def _order(self) -> tuple[dict[str, Any], str]:
+        """(order spec, its fingerprint), computed on first use and kept."""
+        if self._order_memo is None:
+            order = _order_spec(self.plan, self._modality)
+            self._order_memo = order, _fingerprint(order)
+        return self._order_memo
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue where `state` stopped, on any rank.
@@ -205,7 +213,7 @@ class Loader:
         load; those without a fingerprint are checked on their per-key fields only).
         """
         saved = read_state(state)
-        diffs = order_differences(saved, self.plan, self._order)
+        diffs = order_differences(saved, self.plan, self._order()[0])
         if diffs:
             raise ValueError("load_state_dict: the state does not match this loader ("
                              + "; ".join(diffs) + "); resuming would reorder data")
@@ -263,14 +271,19 @@ def _close(engine: Engine, modality: Modality) -> None:
 
 def _listing_digest(modality: Modality) -> str:
     """The source's own `listing_digest()` (names relative to their roots, sizes, mtimes and
-    whatever else the source reads when it is made). A source without the method is an
-    error, not a weaker check."""
+    whatever else the source reads when it is made)."""
+    return _listing_digest_of(modality)()
+
+
+def _listing_digest_of(modality: Modality) -> Callable[[], str]:
+    """The source's `listing_digest` method. A source without one is an error, not a weaker
+    check."""
     source = modality.source
     digest = getattr(source, "listing_digest", None)
     if not callable(digest):
         raise TypeError(f"{type(source).__name__} has no listing_digest(): every source must "
                         f"state its listing so resume can check it")
-    return digest()
+    return digest
 
 
 def _order_spec(plan: EpochPlan, modality: Modality) -> dict[str, Any]:

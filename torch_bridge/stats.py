@@ -17,6 +17,7 @@ Stages, where the backend can tell:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any
 
@@ -74,6 +75,10 @@ class LoaderStats:
     def __init__(self, *, enabled: bool = True):
         self.enabled = enabled
         self.sizes: np.ndarray | None = None  # bytes per sample index (sample_bytes)
+        # Or where to get them on first need (a listing that stats its files on first use):
+        # the batches yielded until then wait in `_pending` (one epoch's indices at most).
+        self.sizes_later: Callable[[], np.ndarray | None] | None = None
+        self._pending: list[tuple[PassStats, np.ndarray]] = []
         self.current: PassStats | None = None
         self.last: PassStats | None = None
         self._ended = _totals(None)  # the passes that ended, summed (see `totals`)
@@ -96,6 +101,7 @@ class LoaderStats:
         is no longer the current one (a superseded iterator closed late)."""
         if run is None or run is not self.current:
             return
+        self._settle()
         run.t_end, run.finished, run.skipped_end = perf_counter_ns(), finished, skipped_now
         self.last, self.current = run, None
         self._ended = _totals(run, self._ended)
@@ -118,8 +124,20 @@ class LoaderStats:
         current.samples += len(indices)
         if self.sizes is not None and len(indices):
             current.bytes_read += int(self.sizes[indices].sum())
+        elif self.sizes_later is not None and len(indices):
+            self._pending.append((current, np.asarray(indices)))
         current.depth_last = in_flight
         current.depth_sum += in_flight
+
+    def _settle(self) -> None:
+        """Take the sizes from `sizes_later` and count the batches that waited for them."""
+        if self.sizes_later is None:
+            return
+        self.sizes, self.sizes_later = self.sizes_later(), None
+        pending, self._pending = self._pending, []
+        if self.sizes is not None:
+            for run, indices in pending:
+                run.bytes_read += int(self.sizes[indices].sum())
 
     def add(self, stage: str, ns: int) -> None:
         """Time spent in an engine stage for the current pass."""
@@ -131,6 +149,7 @@ class LoaderStats:
         """Counts since the loader was made, over every pass (the current one included):
         `batches`, `samples`, `wait_ms`, `bytes_read`, `stage_ms`. Cheap (no percentiles):
         differences of two readings give the numbers of the steps between them."""
+        self._settle()
         return _totals(self.current, self._ended) if self.current is not None \
             else dict(self._ended, stage_ms=dict(self._ended["stage_ms"]))
 
@@ -138,6 +157,7 @@ class LoaderStats:
         """The dict `Loader.stats()` returns: the current pass's numbers at the top level
         (the last pass's when none is in progress), and both under "current" / "last"
         (None when there is no such pass)."""
+        self._settle()
         current = self.current.summary(skipped_now) if self.current is not None else None
         last = self.last.summary(skipped_now) if self.last is not None else None
         top = current if current is not None else last
@@ -219,4 +239,15 @@ def sample_bytes(modality) -> np.ndarray | None:
     sizes = getattr(getattr(source, "listing", None), "sizes", None)
     if sizes is None or source is None or len(sizes) != len(source):
         return None
-    return np.asarray(sizes, np.int64)
+    return np.maximum(np.asarray(sizes, np.int64), 0)  # -1: gone since the listing
+
+
+def attach_sizes(stats: LoaderStats, modality) -> None:
+    """Give `stats` the sample sizes of `modality`'s source: now when its listing holds
+    them, else (a listing that stats its files on first use) on the first need."""
+    file_stats = getattr(getattr(getattr(modality, "source", None), "listing", None),
+                         "stats", None)
+    if getattr(file_stats, "taken", True):
+        stats.sizes = sample_bytes(modality)
+    else:
+        stats.sizes_later = lambda: sample_bytes(modality)

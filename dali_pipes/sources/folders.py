@@ -7,38 +7,40 @@ cannot be read. Such folders are reported and listed around, never fatal to the 
 Names that are not valid UTF-8 are kept as the surrogate-escaped str `os.scandir` returns,
 which every `open()` accepts; digests encode them with `os.fsencode`.
 
-Each file's size and modification time come from the listing's own `stat`, so the listing
-digest (`ClassFolderListing.digest`) sees files replaced under the same name. The paths are
-kept in numpy arrays (`dali_pipes.sources.names.PathTable`), not one Python str per file.
+The listing reads directories only: names and entry types, one `scandir` per folder, the
+common entry (a visible regular file with a sample suffix, in a folder not reached through a
+symlink) taken without a call per file. Each file's size and modification time, which the
+listing digest (`ClassFolderListing.digest`) hashes so that it sees files replaced under the
+same name, are taken on first use (`dali_pipes.sources.file_stats`; `file_stats="listing"`:
+during the listing). The paths are kept in numpy arrays
+(`dali_pipes.sources.names.PathTable`), not one Python str per file.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import warnings
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.sources.file_stats import FileStats, check_file_stats
+from dali_pipes.sources.folder_walk import (
+    Ignored,
+    class_folder_entries,
+    has_extension,
+    is_hidden,
+    is_sample,
+    sample_entries,
+)
 from dali_pipes.sources.links import LinkRule
 from dali_pipes.sources.names import PathTable, PathTableBuilder
 
 PathLike = str | os.PathLike
-
-
-def is_hidden(name: str) -> bool:
-    """Whether a directory entry named `name` is hidden (a leading dot): never a sample."""
-    return name.startswith(".")
-
-
-def has_extension(name: str, extensions: frozenset[str]) -> bool:
-    """Whether file name `name` ends in one of `extensions` (lower-case, ".jpg"), in any case."""
-    _, dot, suffix = name.rpartition(".")
-    return bool(dot) and "." + suffix.lower() in extensions
 
 
 def no_class_folders(root, kind: str) -> ValueError:
@@ -52,43 +54,6 @@ def no_samples(root, n_classes: int, kind: str, extensions: frozenset[str] | Non
     looked = "sample folders" if extensions is None else ", ".join(sorted(extensions))
     return ValueError(f"{root}: {n_classes} class folders but no {kind} files "
                       f"(looked for {looked})")
-
-
-def is_sample(entry: os.DirEntry, extensions: frozenset[str] | None) -> str | None:
-    """None when `entry` is a sample, else why not (a short reason).
-
-    Args:
-        entry: a directory entry of a class folder.
-        extensions: lower-case suffixes (".jpg") of sample files; None: samples are the
-            visible sub-folders (frame folders), files are ignored.
-
-    Returns:
-        None for a sample; "hidden", "other extension", "not a file", "not a folder",
-        "dangling symlink" or "symlink loop or unreadable" otherwise.
-    """
-    if is_hidden(entry.name):
-        return "hidden"
-    want_dir = extensions is None
-    try:
-        ok = entry.is_dir() if want_dir else entry.is_file()
-    except OSError:
-        ok = False
-    if not ok:
-        return _why_not(entry, want_dir)
-    if extensions is None:
-        return None
-    return None if has_extension(entry.name, extensions) else "other extension"
-
-
-def _why_not(entry: os.DirEntry, want_dir: bool) -> str:
-    if entry.is_symlink():
-        try:
-            os.stat(entry.path)
-        except FileNotFoundError:
-            return "dangling symlink"
-        except OSError:
-            return "symlink loop or unreadable"
-    return "not a file" if not want_dir else "not a folder"
 
 
 @dataclass(frozen=True)
@@ -107,8 +72,17 @@ class ClassFolderListing:
     source_ids: np.ndarray  # int64, one per file: the position of its root in `roots`
     ignored: tuple[str, ...]  # entries present but not samples
     ignored_reasons: tuple[str, ...] = ()  # why, one per `ignored` entry
-    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    mtimes_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    stats: FileStats = field(default_factory=FileStats, compare=False)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """int64 bytes of each file (stat'ed on first use unless taken at listing)."""
+        return self.stats.get()[0]
+
+    @property
+    def mtimes_ns(self) -> np.ndarray:
+        """int64 modification time of each file, in ns (as `sizes`)."""
+        return self.stats.get()[1]
 
     def digest(self) -> str:
         """The listing's identity: sample names relative to their root, with sizes and
@@ -153,7 +127,8 @@ def _raw_paths(files: Sequence[str]) -> Iterator[bytes]:
 
 
 def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozenset[str] | None,
-                       kind: str, *, recursive: bool = False) -> ClassFolderListing:
+                       kind: str, *, recursive: bool = False, file_stats: str = "lazy"
+                       ) -> ClassFolderListing:
     """List `root/<class>/<entry>` for entries `is_sample` accepts (with `recursive`, also
     files in sub-folders of a class folder, as torchvision's ImageFolder walks them:
     folders in sorted order, files sorted within each; a symlink loop is walked once).
@@ -162,25 +137,30 @@ def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozense
         data: one folder or a list of folders (one per source).
         extensions: sample file suffixes, or None for folder samples (see `is_sample`).
         kind: what a sample is, for messages ("image", "video", ...).
+        file_stats: "lazy": each file's size and mtime are taken on first use (the
+            listing reads directories only); "listing": during the listing, one `stat`
+            per file (a file that cannot be stat'ed then is left out, in `ignored`).
 
     Returns:
         The listing. Raises FileNotFoundError for a missing path and ValueError, naming the
         folder, when it is not a directory, has no class folders, or holds no sample.
     """
+    eager = check_file_stats(file_stats) == "listing"
     roots = [Path(data)] if isinstance(data, (str, os.PathLike)) else [Path(d) for d in data]
     if not roots:
         raise ValueError("data: expected a folder or a non-empty list of folders")
-    ignored: list[tuple[str, str]] = []
+    ignored: Ignored = []
     rules = [LinkRule(root) for root in roots]  # symlinks: see dali_pipes.sources.links
     per_root = [_class_dirs(root, kind, ignored, rule) for root, rule in zip(roots, rules,
                                                                              strict=True)]
     classes = sorted({name for names in per_root for name in names})
     class_id = {name: i for i, name in enumerate(classes)}
-    found = FoundSamples()
+    found = FoundSamples(stat=eager)
     for source, (root, names, rule) in enumerate(zip(roots, per_root, rules, strict=True)):
         before = len(found.labels)
-        _list_files(root, names, extensions, ignored, recursive,
-                    functools.partial(found.add, class_id, source), rule)
+        for name in names:
+            _list_class(os.path.join(root, name), (class_id[name], source), extensions,
+                        recursive, rule, found, ignored)
         rule.warn()
         if len(found.labels) == before:
             raise no_samples(root, len(names), kind, extensions)
@@ -189,9 +169,11 @@ def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozense
 
 class FoundSamples:
     """The samples found so far, in compact buffers (no Python object kept per file); the
-    local and the remote (`dali_pipes.sources.remote_folders`) listings both fill one."""
+    local and the remote (`dali_pipes.sources.remote_folders`) listings both fill one.
+    `stat`: the sizes and times come with the samples (else they are taken on first use)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stat: bool = True) -> None:
+        self.stat = stat
         self.paths = PathTableBuilder()
         self.labels, self.sources = array("q"), array("q")
         self.sizes, self.mtimes = array("q"), array("q")
@@ -204,21 +186,34 @@ class FoundSamples:
         self.sizes.append(stat[0])
         self.mtimes.append(stat[1])
 
+    def add_folder(self, label: int, source: int, folder: str, names: list[str],
+                   stats: list[tuple[int, int]] | None = None) -> None:
+        """Samples `folder/<name>` for `names`, all of class `label` and source `source`,
+        with their (size, mtime_ns) when this listing takes them."""
+        self.paths.add_many(folder, names)
+        self.labels.extend(array("q", [label]) * len(names))
+        self.sources.extend(array("q", [source]) * len(names))
+        if stats is not None:
+            self.sizes.extend(s for s, _ in stats)
+            self.mtimes.extend(t for _, t in stats)
+
     def listing(self, roots: tuple[str, ...], classes: tuple[str, ...],
-                ignored: list[tuple[str, str]]) -> ClassFolderListing:
+                ignored: Ignored) -> ClassFolderListing:
         """The listing of what was added, with the entries that are not samples (path,
         reason)."""
-        return ClassFolderListing(roots, classes, self.paths.build(), _int64(self.labels),
+        files = self.paths.build()
+        stats = FileStats(files, _int64(self.sizes), _int64(self.mtimes)) if self.stat \
+            else FileStats(files)
+        return ClassFolderListing(roots, classes, files, _int64(self.labels),
                                   _int64(self.sources), tuple(p for p, _ in ignored),
-                                  tuple(r for _, r in ignored), _int64(self.sizes),
-                                  _int64(self.mtimes))
+                                  tuple(r for _, r in ignored), stats)
 
 
 def _int64(values: array) -> np.ndarray:
     return np.frombuffer(values, np.int64) if len(values) else np.zeros(0, np.int64)
 
 
-def _class_dirs(root: Path, kind: str, ignored: list[tuple[str, str]],
+def _class_dirs(root: Path, kind: str, ignored: Ignored,
                 rule: LinkRule) -> list[str]:
     if not root.exists():
         raise FileNotFoundError(f"{root}: data folder does not exist")
@@ -226,7 +221,7 @@ def _class_dirs(root: Path, kind: str, ignored: list[tuple[str, str]],
         raise ValueError(f"{root}: expected a folder of class folders, found a file")
     names = []
     with os.scandir(root) as it:  # in name order: the first of two links to one place wins
-        entries = sorted(it, key=lambda e: e.name)
+        entries = sorted(it, key=attrgetter("name"))
     for entry in entries:
         why = is_sample(entry, None)
         if why is None:
@@ -241,80 +236,35 @@ def _class_dirs(root: Path, kind: str, ignored: list[tuple[str, str]],
     return sorted(names)
 
 
-def _entries(folder: str, recursive: bool, rule: LinkRule, ignored: list[tuple[str, str]]
-             ) -> list[tuple[os.DirEntry, bool]]:
-    """The entries of a class folder, sorted by name, each with whether a folder above it
-    is reached through a symlink; with `recursive`, those of every visible sub-folder too
-    (folders in sorted path order), sub-folders themselves left out, and a linked
-    sub-folder only where `rule` follows it."""
-    if not recursive:
-        linked = rule.via_link(folder)
-        with os.scandir(folder) as it:
-            return [(e, linked) for e in sorted(it, key=lambda e: e.name)]
-    tops, seen = [], set()
-    for top, dirs, _ in os.walk(folder, followlinks=True, onerror=_raise):
-        real = os.path.realpath(top)  # a symlink loop is walked once, not forever
-        dirs[:] = [] if real in seen else _followed(top, dirs, rule, ignored)
-        if real not in seen:
-            seen.add(real)
-            tops.append(top)
-    out: list[tuple[os.DirEntry, bool]] = []
-    for top in sorted(tops):
-        linked = rule.via_link(top)
-        with os.scandir(top) as it:
-            out.extend((e, linked) for e in sorted(it, key=lambda e: e.name)
-                       if not _is_dir(e))
-    return out
-
-
-def _followed(top: str, dirs: list[str], rule: LinkRule, ignored: list[tuple[str, str]]
-              ) -> list[str]:
-    """The visible sub-folders of `top` a recursive walk enters (linked ones per `rule`)."""
-    keep = []
-    for name in dirs:
-        path = os.path.join(top, name)
-        why = None if is_hidden(name) else rule.why_not(path, os.path.islink(path))
-        if why is not None:
-            ignored.append((path, why))
-        elif not is_hidden(name):
-            keep.append(name)
-    return keep
-
-
-def _raise(exc: OSError) -> None:
-    raise exc
-
-
-def _is_dir(entry: os.DirEntry) -> bool:
+def _list_class(folder: str, label: tuple[int, int], extensions: frozenset[str] | None,
+                recursive: bool, rule: LinkRule, found: FoundSamples, ignored: Ignored
+                ) -> None:
+    """Add the samples of class folder `folder` (`label`: class id, source), in listing
+    order; an unreadable class folder is warned about and left out."""
     try:
-        return entry.is_dir()
-    except OSError:
-        return False
-
-
-def _list_files(root: Path, names: list[str], extensions: frozenset[str] | None,
-                ignored: list[tuple[str, str]], recursive: bool,
-                add: Callable[[str, str, tuple[int, int]], None], rule: LinkRule) -> None:
-    """Call `add(class name, path, (size, mtime_ns))` for each sample, in listing order."""
-    for name in names:
-        folder = os.path.join(root, name)
-        try:
-            entries = _entries(folder, recursive, rule, ignored)
-        except OSError as exc:
-            warnings.warn(f"{folder}: class folder cannot be read, left out ({exc})",
-                          RuntimeWarning, stacklevel=3)
-            ignored.append((folder, f"unreadable class folder: {exc.strerror or exc}"))
+        groups = class_folder_entries(folder, recursive, rule, ignored)
+    except OSError as exc:
+        warnings.warn(f"{folder}: class folder cannot be read, left out ({exc})",
+                      RuntimeWarning, stacklevel=3)
+        ignored.append((folder, f"unreadable class folder: {exc.strerror or exc}"))
+        return
+    for top, entries, linked in groups:
+        samples = sample_entries(entries, extensions, linked, rule, ignored)
+        if not found.stat:
+            found.add_folder(*label, top, [e.name for e in samples])
             continue
-        for entry, linked in entries:
-            why = is_sample(entry, extensions)
-            if why is None:
-                why = rule.why_not(entry.path, linked or entry.is_symlink())
-            if why is None:
-                try:
-                    st = entry.stat()
-                except OSError as exc:  # removed or broken since the directory was read
-                    ignored.append((entry.path, f"cannot stat: {exc.strerror or exc}"))
-                    continue
-                add(name, entry.path, (st.st_size, st.st_mtime_ns))
-            else:
-                ignored.append((entry.path, why))
+        names, stats = [], []
+        for entry in samples:
+            try:
+                st = entry.stat()
+            except OSError as exc:  # removed or broken since the directory was read
+                ignored.append((entry.path, f"cannot stat: {exc.strerror or exc}"))
+                continue
+            names.append(entry.name)
+            stats.append((st.st_size, st.st_mtime_ns))
+        found.add_folder(*label, top, names, stats)
+
+
+__all__ = ["ClassFolderListing", "FoundSamples", "PathLike", "has_extension", "is_hidden",
+           "is_sample", "list_class_folders", "listing_digest", "no_class_folders",
+           "no_samples"]

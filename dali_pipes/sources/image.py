@@ -73,11 +73,13 @@ class ImageFolderSource:
     URLs then): listed with one call per root (or given as `objects`, the listing
     `class_folder_objects` made) and read through `store` (default: an FsspecStore without
     cache; its retries, timeouts and block cache apply).
+    `file_stats`: when local files' sizes and times (hashed by `listing_digest`) are taken:
+    "lazy" on first use, "listing" while listing (`dali_pipes.sources.file_stats`).
     """
 
     def __init__(self, data: PathLike | list[PathLike], *,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS, store: FsspecStore | None = None,
-                 objects: list[Objects] | None = None):
+                 objects: list[Objects] | None = None, file_stats: str = "lazy"):
         self.max_pixels = check_max_pixels(max_pixels)
         urls = remote_roots(data)
         self.store = (store or FsspecStore()) if urls else None
@@ -86,7 +88,8 @@ class ImageFolderSource:
                 objects = [self.store.list_objects(u) for u in urls]
             self.listing = list_remote_class_folders(urls, objects, IMAGE_EXTENSIONS, "image")
         else:
-            self.listing = list_class_folders(data, IMAGE_EXTENSIONS, "image", recursive=True)
+            self.listing = list_class_folders(data, IMAGE_EXTENSIONS, "image", recursive=True,
+                                              file_stats=file_stats)
         self.roots = self.listing.roots
         self.classes = self.listing.classes
         self.files = self.listing.files

@@ -152,6 +152,21 @@ class PathTableBuilder:
         self._names += raw[cut:]
         self._ends.append(len(self._names))
 
+    def add_many(self, folder: str, names: list[str]) -> None:
+        """Add `folder/<name>` for each of `names` (base names, in order) in one step."""
+        if not names:
+            return
+        prefix = os.fsencode(os.path.join(folder, ""))
+        fid = self._folder_id.setdefault(prefix, len(self._folder_id))
+        joined = "".join(names)
+        blob = os.fsencode(joined)
+        lengths = np.fromiter(map(len, names) if len(blob) == len(joined) else
+                              (len(os.fsencode(n)) for n in names), np.int64, len(names))
+        ends = np.cumsum(lengths) + len(self._names)
+        self._ids.extend(array("i", [fid]) * len(names))
+        self._names += blob
+        self._ends.frombytes(ends.tobytes())
+
     def build(self) -> PathTable:
         """The table (the builder's buffers become its arrays, without a copy)."""
         return PathTable(tuple(self._folder_id), np.frombuffer(self._ids, np.int32),
