@@ -264,9 +264,7 @@ def _schema_template(modality: Modality, device: torch.device) -> dict:
 
 def _close(engine: Engine, modality: Modality) -> None:
     engine.close()
-    close = getattr(modality.source, "close", None)
-    if callable(close):
-        close()
+    modality.source.close()
 
 
 def _listing_digest(modality: Modality) -> str:

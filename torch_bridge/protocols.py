@@ -23,6 +23,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from dali_pipes.pipelines.config import DaliDevice
+    from dali_pipes.sources.protocol import Source
     from torch_bridge.stats import LoaderStats
 
 Feeds = dict  # graph input name -> one batch of arrays (a list, or one dense array)
@@ -166,7 +167,7 @@ class Modality(DaliFeed, Protocol):
     samplers use. Instances pickle (spawned workers receive them)."""
 
     name: str
-    source: Any  # index-addressable source: len(), labels, source_ids, path(i)
+    source: Source  # the listing: len(), labels, source_ids, path(i), listing_digest()
     multi_source: bool = False  # `data` was a list of folders: batches hold "source_id"
     # Dataclasses whose fields are constructor options taken through **options (each
     # option's default and type written there once; torch_bridge.options)

@@ -16,9 +16,10 @@ import numpy as np
 
 from dali_pipes.clips import clip_frame_indices, clip_lengths, clip_span, clip_starts
 from dali_pipes.sources.names import PathTable
+from dali_pipes.sources.protocol import Source
 
 
-class ClipSource:
+class ClipSource(Source):
     def _set_clip_options(self, clip_length: int, stride: int, clips_per_video: int,
                           crops: int = 1) -> None:
         for name, value in (("clip_length", clip_length), ("stride", stride),

@@ -34,6 +34,7 @@ from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.folders import listing_digest
 from dali_pipes.sources.image import check_max_pixels, remote_roots
+from dali_pipes.sources.protocol import Source
 from dali_pipes.stores.remote import FsspecStore, StoreError, is_url
 
 
@@ -46,7 +47,7 @@ def annotation_path(images_dir: str | os.PathLike, annotations: str | os.PathLik
     return Path(images_dir) / given
 
 
-class DetectionSource:
+class DetectionSource(Source):
     """Images + COCO annotations (one folder, or a list of folders each with its own file).
 
     Attributes (per sample): files, image_ids, heights, widths, source_ids, labels; per

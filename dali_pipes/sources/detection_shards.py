@@ -25,9 +25,12 @@ from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.image import check_max_pixels
+from dali_pipes.sources.protocol import Source
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
 from dali_pipes.sources.shard_walk import Sample, walk_samples
-from dali_pipes.sources.shards import _check_header, _default_store, _parent
+from dali_pipes.sources.shards import _check_header, _parent
+from dali_pipes.stores.options import StoreOptions
+from dali_pipes.stores.select import open_store
 from dali_pipes.stores.tar_index import IMAGE_EXTS
 
 CATEGORIES_FILE = "categories.json"
@@ -56,7 +59,7 @@ def read_categories(roots, store, categories=None) -> list:
     return table
 
 
-class DetectionShardSource:
+class DetectionShardSource(Source):
     """Detection samples of WebDataset shards (see the module doc); the attributes of
     `dali_pipes.sources.detection.DetectionSource`."""
 
@@ -66,7 +69,7 @@ class DetectionShardSource:
         if crowd not in ("drop", "keep"):
             raise ValueError(f"crowd must be 'drop' or 'keep', got {crowd!r}")
         self.max_pixels = check_max_pixels(max_pixels)
-        self.store = store or _default_store(data, remote or {})
+        self.store = store or open_store(data, StoreOptions(**(remote or {})))
         sources = shard_sources(data, self.store)
         self.multi_source = len(sources) > 1
         self.shards = tuple(flatten(sources))

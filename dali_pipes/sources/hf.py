@@ -24,6 +24,7 @@ from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.files import read_file_bytes
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size
 from dali_pipes.sources.image import ImageFolderSource, check_max_pixels
+from dali_pipes.sources.protocol import Source
 
 # An int label column without a ClassLabel feature may use labels up to this bound (or the
 # number of rows, when larger) whatever its number of rows (see `plain_label_bound`).
@@ -54,7 +55,7 @@ def image_source(data: Any, *, max_pixels: int | None = DEFAULT_MAX_PIXELS,
     return ImageFolderSource(data, max_pixels=max_pixels)
 
 
-class HFImageSource:
+class HFImageSource(Source):
     """Rows of a `datasets.Dataset` as image samples, with the ImageFolderSource surface.
 
     Args:

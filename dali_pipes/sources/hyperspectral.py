@@ -40,6 +40,7 @@ from dali_pipes.formats.label_map import read_label_map
 from dali_pipes.sources.folders import is_sample, listing_digest
 from dali_pipes.sources.image import remote_roots
 from dali_pipes.sources.links import LinkRule
+from dali_pipes.sources.protocol import Source
 from dali_pipes.sources.remote_scenes import RemoteScenes
 from dali_pipes.stores.remote import FsspecStore
 
@@ -198,7 +199,7 @@ def patch_augment(seed: int, epoch: int, index: np.ndarray, *, train: bool
             np.minimum(np.floor(u[:, 2] * 4), 3).astype(np.int32))
 
 
-class HyperspectralSource:
+class HyperspectralSource(Source):
     """Patches around the labeled pixels of every scene under ``data`` (one or more folders).
 
     ``bands``: None (all), a sequence of band indices, or a ``(low_nm, high_nm)`` range of

@@ -11,6 +11,7 @@ from dali_pipes.formats.files import read_file_bytes
 from dali_pipes.formats.image_kind import IMAGE_SUFFIXES, prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.folders import PathLike, list_class_folders
+from dali_pipes.sources.protocol import Source
 from dali_pipes.sources.remote_folders import Objects, holds_shards, list_remote_class_folders
 from dali_pipes.stores.remote import FsspecStore, StoreError, is_url
 
@@ -64,7 +65,7 @@ def _linked_shards(url: str, store: FsspecStore) -> bool:
         return False
 
 
-class ImageFolderSource:
+class ImageFolderSource(Source):
     """`root/<class>/<image>` (or a list of such roots, one per source).
 
     `max_pixels`: images whose header claims more pixels are bad samples (FormatError

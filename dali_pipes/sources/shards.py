@@ -20,10 +20,12 @@ from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.image import check_max_pixels
+from dali_pipes.sources.protocol import Source
 from dali_pipes.sources.shard_manifest import manifest_classes
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
-from dali_pipes.stores.local import LocalStore
-from dali_pipes.stores.remote import FsspecStore, is_url
+from dali_pipes.stores.options import StoreOptions
+from dali_pipes.stores.remote import is_url
+from dali_pipes.stores.select import open_store
 from dali_pipes.stores.tar_header import HeaderError, member_at
 from dali_pipes.stores.tar_index import (
     BAD_LABEL,
@@ -37,7 +39,7 @@ from dali_pipes.stores.tar_index import (
 __all__ = ["ShardSource", "is_shard_data"]
 
 
-class ShardSource:
+class ShardSource(Source):
     """Samples `<key>.<image ext>` + `<key>.cls`/`<key>.json` of WebDataset tar shards.
 
     Args:
@@ -54,7 +56,7 @@ class ShardSource:
                  remote: dict | None = None, max_pixels: int | None = DEFAULT_MAX_PIXELS):
         remote = remote or {}
         self.max_pixels = check_max_pixels(max_pixels)
-        self.store = store or _default_store(data, remote)
+        self.store = store or open_store(data, StoreOptions(**remote))
         if index_dir is None and remote.get("cache_dir"):
             index_dir = os.path.join(remote["cache_dir"], "tar_index")
         sources = shard_sources(data, self.store)
@@ -128,15 +130,6 @@ class ShardSource:
         digest.update(self._names.tobytes())
         digest.update(self._name_ends.tobytes())
         return f"{len(self)} samples in {len(self.shards)} shards, sha256 {digest.hexdigest()}"
-
-
-def _default_store(data, remote: dict):
-    items = [data] if isinstance(data, (str, os.PathLike)) else list(data)
-    if any(is_url(os.fspath(i)) for i in items):
-        return FsspecStore(**remote)
-    if any(v is not None for v in remote.values()):
-        raise ValueError(f"{sorted(remote)} apply to URLs only; data names local shards")
-    return LocalStore()
 
 
 def _parent(shard: str) -> str:

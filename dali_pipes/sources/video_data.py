@@ -3,11 +3,12 @@ URLs of a listable store, or WebDataset shards (local or behind URLs)."""
 from __future__ import annotations
 
 from dali_pipes.sources.fusion import FusionFolderSource
-from dali_pipes.sources.image import class_folder_objects, remote_roots
+from dali_pipes.sources.image import class_folder_objects
 from dali_pipes.sources.shard_names import is_shard_data
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.sources.video_shards import FusionShardSource, VideoShardSource
-from dali_pipes.stores.remote import FsspecStore
+from dali_pipes.stores.options import StoreOptions
+from dali_pipes.stores.select import remote_store
 
 
 def video_source(data, *, remote: dict, imu: dict | None = None, **clip_options):
@@ -23,15 +24,12 @@ def video_source(data, *, remote: dict, imu: dict | None = None, **clip_options)
     """
     fusion = imu is not None
     options = {**clip_options, **(imu or {})}
+    store = remote_store(data, StoreOptions(**remote))
     if is_shard_data(data):
-        given = {k: v for k, v in remote.items() if v is not None}
-        store = FsspecStore(**given) if remote_roots(data) else None
         objects = class_folder_objects(data, store) if store is not None else None
         if store is not None and objects is not None:
             folder_class = FusionFolderSource if fusion else VideoFolderSource
             return folder_class(data, store=store, objects=objects, **options)
         shard_class = FusionShardSource if fusion else VideoShardSource
         return shard_class(data, store=store, remote=remote, **options)
-    if any(v is not None for v in remote.values()):
-        raise ValueError("storage_options, cache_dir and cache_limit apply to URLs only")
     return (FusionFolderSource if fusion else VideoFolderSource)(data, **options)

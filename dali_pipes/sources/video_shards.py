@@ -25,23 +25,12 @@ from dali_pipes.sources.shard_manifest import manifest_classes
 from dali_pipes.sources.shard_members import ShardSample, list_shard
 from dali_pipes.sources.shard_names import flatten, shard_sources
 from dali_pipes.sources.video_store import StoreVideos
-from dali_pipes.stores.local import LocalStore
-from dali_pipes.stores.remote import FsspecStore, is_url
+from dali_pipes.stores.options import StoreOptions
+from dali_pipes.stores.remote import is_url
+from dali_pipes.stores.select import open_store
 
 VIDEO_EXTS = ("mp4", "webm", "mkv", "avi")
 IMU_EXT = "imu.csv"
-
-
-def shard_store(data, remote: dict | None):
-    """An FsspecStore (with `remote`'s options) for URLs, else a LocalStore (ValueError when
-    store options come with local shards)."""
-    remote = remote or {}
-    items = [data] if isinstance(data, (str, os.PathLike)) else list(data)
-    if any(is_url(os.fspath(i)) for i in items):
-        return FsspecStore(**{k: v for k, v in remote.items() if v is not None})
-    if any(v is not None for v in remote.values()):
-        raise ValueError(f"{sorted(remote)} apply to URLs only; data names local shards")
-    return LocalStore()
 
 
 class VideoShardSource(ClipSource):
@@ -52,7 +41,7 @@ class VideoShardSource(ClipSource):
                  clips_per_video: int = 1, crops: int = 1, store=None,
                  remote: dict | None = None):
         self._set_clip_options(clip_length, stride, clips_per_video, crops)
-        self.store = store or shard_store(data, remote)
+        self.store = store or open_store(data, StoreOptions(**(remote or {})))
         sources = shard_sources(data, self.store)
         self.multi_source = len(sources) > 1
         self.shards = tuple(flatten(sources))

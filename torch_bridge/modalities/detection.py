@@ -22,10 +22,11 @@ from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.pipelines import detection as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.detection_shards import detection_source
+from dali_pipes.stores.options import StoreOptions
+from dali_pipes.stores.select import remote_store
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 from torch_bridge.modalities.image_decode import decode_rgb
-from torch_bridge.modalities.remote import remote_store
 
 _TARGETS = ("boxes", "labels", "iscrowd")  # per-box fields, padded to the batch's largest
 
@@ -72,8 +73,7 @@ class DetectionModality(SourceModality):
             pad_to_multiple=pad_to_multiple, scale=scale, ratio=ratio, min_iou=min_iou,
             crop_attempts=crop_attempts, hflip=hflip, scale_jitter=scale_jitter,
             min_box_size=min_box_size)
-        store = remote_store(data, storage_options=storage_options, cache_dir=cache_dir,
-                             cache_limit=cache_limit)
+        store = remote_store(data, StoreOptions(storage_options, cache_dir, cache_limit))
         self._set_source(detection_source(data, annotations=annotations,
                                           categories=categories, crowd=crowd,
                                           max_pixels=max_pixels, store=store), data)

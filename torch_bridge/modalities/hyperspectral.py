@@ -15,9 +15,10 @@ import torch
 from dali_pipes.pipelines import hyperspectral as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.hyperspectral import HyperspectralSource, patch_augment
+from dali_pipes.stores.options import StoreOptions
+from dali_pipes.stores.select import remote_store
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys
-from torch_bridge.modalities.remote import remote_store
 
 
 class HyperspectralModality(SourceModality):
@@ -43,8 +44,7 @@ class HyperspectralModality(SourceModality):
         for option, value in (("train", train), ("normalize", normalize)):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{option} must be True or False, got {value!r}")
-        store = remote_store(data, storage_options=storage_options, cache_dir=cache_dir,
-                             cache_limit=cache_limit)
+        store = remote_store(data, StoreOptions(storage_options, cache_dir, cache_limit))
         self._set_source(HyperspectralSource(data, patch_size=patch_size, bands=bands,
                                              store=store), data)
         self.seed, self.train, self.normalize = seed, bool(train), bool(normalize)

@@ -23,11 +23,11 @@ from dali_pipes.policies import affine_matrices, photo_params, policy_ops
 from dali_pipes.recipe_files import load_recipe
 from dali_pipes.recipes import ImageRecipe, check_num_classes, image_recipe, size_at
 from dali_pipes.sources.hf import image_source
-from dali_pipes.sources.image import ImageFolderSource, class_folder_objects, remote_roots
+from dali_pipes.sources.image import ImageFolderSource, class_folder_objects
 from dali_pipes.sources.options import ImageSourceOptions
 from dali_pipes.sources.shards import ShardSource, is_shard_data
 from dali_pipes.stores.options import StoreOptions
-from dali_pipes.stores.remote import FsspecStore
+from dali_pipes.stores.select import remote_store
 from torch_bridge.erasing import erase_batch
 from torch_bridge.errors import SampleGuard
 from torch_bridge.mixing import mix_batch
@@ -301,15 +301,12 @@ def _image_source(data, options: ImageSourceOptions, stores: StoreOptions):
     """WebDataset shards (local or URLs, sources/shards.py), class folders behind URLs
     (sources/image.py), a Hugging Face dataset or local class folders (sources/hf.py)."""
     max_pixels = options.max_pixels
+    store = remote_store(data, stores)
     if is_shard_data(data):
-        remote = stores.as_kwargs()
-        store = FsspecStore(**remote) if remote_roots(data) else None
         objects = class_folder_objects(data, store) if store is not None else None
         if store is not None and objects is not None:
             return ImageFolderSource(data, max_pixels=max_pixels, store=store, objects=objects)
-        return ShardSource(data, store=store, remote=remote, max_pixels=max_pixels)
-    if stores.given():
-        raise ValueError("storage_options, cache_dir and cache_limit apply to URLs only")
+        return ShardSource(data, store=store, remote=stores.as_kwargs(), max_pixels=max_pixels)
     return image_source(data, max_pixels=max_pixels, image_column=options.image_column,
                         label_column=options.label_column)
 
