@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.sources.store_file import ObjectBytes
-from dali_pipes.stores.tar_index import BAD_LABEL, NO_LABEL, parse_label
+from dali_pipes.stores.tar_index import BAD_LABEL, MAX_LABEL_BYTES, NO_LABEL, parse_label
 
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./][^.]*)\.([^/]*)$")  # webdataset's key/extension split
 LABEL_EXTS = ("cls", "json")
@@ -112,11 +112,14 @@ def _group(shard: str, members) -> tuple[list[ShardSample], int]:
 
 
 def _label(sample: ShardSample, f) -> int:
+    """The sample's label from its `.cls` or `.json` member, of any size up to
+    MAX_LABEL_BYTES (a JSON with a long caption beside its label is a valid label)."""
     for ext in LABEL_EXTS:
         if ext in sample.members:
             _, offset, size = sample.members[ext]
-            if size > 4096:
+            if size > MAX_LABEL_BYTES:
                 return BAD_LABEL
             f.seek(offset)
-            return parse_label(f.read(size), ext)
+            data = f.read(size)
+            return parse_label(data if len(data) == size else None, ext)
     return NO_LABEL
