@@ -47,7 +47,36 @@ def annotation_path(images_dir: str | os.PathLike, annotations: str | os.PathLik
     return Path(images_dir) / given
 
 
-class DetectionSource(Source):
+class AnnotatedImages(Source):
+    """What every detection source shares: `files` (one image each) and the flattened
+    annotation rows of image i at `rows(i)` (`offsets` has len(files) + 1 entries)."""
+
+    files: tuple[str, ...]
+    offsets: np.ndarray
+    box_labels: np.ndarray
+    classes: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def rows(self, i: int) -> slice:
+        """The annotation rows of sample `i`."""
+        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
+
+    def path(self, index: int) -> str:
+        return self.files[index]
+
+    def _image_labels(self) -> np.ndarray:
+        """Each image's most frequent box label; len(classes) for an image without boxes."""
+        out = np.full(len(self.files), len(self.classes), np.int64)
+        for i in range(len(self.files)):
+            labels = self.box_labels[self.rows(i)]
+            if len(labels):
+                out[i] = int(np.argmax(np.bincount(labels)))
+        return out
+
+
+class DetectionSource(AnnotatedImages):
     """Images + COCO annotations (one folder, or a list of folders each with its own file).
 
     Attributes (per sample): files, image_ids, heights, widths, source_ids, labels; per
@@ -150,14 +179,6 @@ class DetectionSource(Source):
                                    if kept)
         self.labels = self._image_labels()
 
-    def _image_labels(self) -> np.ndarray:
-        out = np.full(len(self.files), len(self.classes), np.int64)
-        for i in range(len(self.files)):
-            labels = self.box_labels[self.rows(i)]
-            if len(labels):
-                out[i] = int(np.argmax(np.bincount(labels)))
-        return out
-
     def _stat_files(self) -> None:
         sizes, mtimes = [], []
         for i, path in enumerate(self.files):
@@ -171,16 +192,6 @@ class DetectionSource(Source):
             mtimes.append(st.st_mtime_ns)
         self.sizes = np.asarray(sizes, np.int64)
         self.mtimes_ns = np.asarray(mtimes, np.int64)
-
-    def __len__(self) -> int:
-        return len(self.files)
-
-    def rows(self, i: int) -> slice:
-        """The annotation rows of sample `i`."""
-        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
-
-    def path(self, index: int) -> str:
-        return self.files[index]
 
     def annotation_file(self, index: int) -> str:
         """The COCO file sample `index` comes from."""

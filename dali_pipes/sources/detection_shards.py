@@ -24,8 +24,8 @@ from dali_pipes.formats.coco import CocoDataset, coco_document
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+from dali_pipes.sources.detection import AnnotatedImages
 from dali_pipes.sources.image import check_max_pixels
-from dali_pipes.sources.protocol import Source
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
 from dali_pipes.sources.shard_walk import Sample, walk_samples
 from dali_pipes.sources.shards import _check_header, _parent
@@ -59,7 +59,7 @@ def read_categories(roots, store, categories=None) -> list:
     return table
 
 
-class DetectionShardSource(Source):
+class DetectionShardSource(AnnotatedImages):
     """Detection samples of WebDataset shards (see the module doc); the attributes of
     `dali_pipes.sources.detection.DetectionSource`."""
 
@@ -134,7 +134,6 @@ class DetectionShardSource(Source):
                                                               "categories": self._categories},
                                                "")
         self.category_ids, self.classes = first.category_ids, first.category_names
-        n = len(entries)
         self.files = tuple(f"{shard}:{s.members.get(_image_ext(s), (0, 0, 0, s.key))[3]}"
                            for shard, _, s in entries)
         self._members = [(shard, s.members.get(_image_ext(s))) for shard, _, s in entries]
@@ -157,22 +156,7 @@ class DetectionShardSource(Source):
         self.segmentations = tuple(seg for p, k in pairs
                                    for seg, kept in zip(p.segmentations, k, strict=True) if kept)
         self._digests = [p.content_sha256 if p else "bad" for p in parsed]
-        self.labels = np.full(n, len(self.classes), np.int64)
-        for i in range(n):
-            labels = self.box_labels[self.rows(i)]
-            if len(labels):
-                self.labels[i] = int(np.argmax(np.bincount(labels)))
-
-    def __len__(self) -> int:
-        return len(self.files)
-
-    def rows(self, i: int) -> slice:
-        """The annotation rows of sample `i`."""
-        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
-
-    def path(self, index: int) -> str:
-        """`<shard>:<image member>`."""
-        return self.files[index]
+        self.labels = self._image_labels()
 
     def annotation_file(self, index: int) -> str:
         """`<shard>:<key>.json` of sample `index`."""

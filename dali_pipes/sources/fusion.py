@@ -71,6 +71,8 @@ class ImuChannels:
     (`_agreed_channels`)."""
 
     channels: tuple[str, ...]
+    labels: np.ndarray  # from the clip source this is mixed into: one per sample
+    views_per_video: int
 
     def _set_imu(self, imu_offset, imu_method, max_gap) -> None:
         self.imu_offset, self.imu_method, self.max_gap = check_options(
@@ -86,6 +88,19 @@ class ImuChannels:
 
     def _agreed_channels(self) -> tuple[str, ...]:
         raise NotImplementedError
+
+    def _first_readable_channels(self, missing: str) -> tuple[str, ...]:
+        """The channels of the first IMU stream that reads (one per video), kept for the
+        samples that use it; ValueError saying `missing` when none does. For stores where
+        reading every IMU file at listing would cost one request each."""
+        for index in range(0, len(self.labels), self.views_per_video):
+            try:
+                stream = self._read_stream(index)
+            except (FormatError, EOFError, OSError):
+                continue
+            self._streams[stream.path] = stream
+            return stream.channels
+        raise ValueError(f"fusion: {missing}")
 
     @property
     def num_channels(self) -> int:
@@ -182,12 +197,6 @@ class FusionFolderSource(ImuChannels, VideoFolderSource):
         return next(iter(found))
 
     def _first_remote_channels(self) -> tuple[str, ...]:
-        for index in range(0, len(self), self.views_per_video):
-            try:
-                stream = self._read_stream(index)
-            except (FormatError, EOFError, OSError):
-                continue
-            self._streams[stream.path] = stream
-            return stream.channels
-        raise ValueError(f"fusion: no readable <stem>.imu.csv beside any of the "
-                         f"{len(self.files)} video files under {self.roots}")
+        return self._first_readable_channels(
+            f"no readable <stem>.imu.csv beside any of the {len(self.files)} video files "
+            f"under {self.roots}")

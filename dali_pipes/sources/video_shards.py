@@ -145,12 +145,6 @@ class FusionShardSource(ImuChannels, VideoShardSource):
         return parse_imu(self.imu_path(index), data.tobytes())
 
     def _agreed_channels(self) -> tuple[str, ...]:
-        for index in range(0, len(self), self.views_per_video):
-            try:
-                stream = self._read_stream(index)
-            except (FormatError, EOFError, OSError):
-                continue
-            self._streams[stream.path] = stream
-            return stream.channels
-        raise ValueError(f"fusion: no readable <key>.{IMU_EXT} member in {len(self.shards)} "
-                         f"shard(s) under {self.roots}")
+        return self._first_readable_channels(
+            f"no readable <key>.{IMU_EXT} member in {len(self.shards)} shard(s) under "
+            f"{self.roots}")
