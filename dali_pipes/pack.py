@@ -40,7 +40,7 @@ from dali_pipes.pack_args import (
     check_paths,
 )
 from dali_pipes.pack_args import parser as cli_parser
-from dali_pipes.pack_members import MODALITIES, MemberPacker, member_packer, write_sample_shard
+from dali_pipes.pack_members import MODALITIES, MemberPacker, member_packer
 from dali_pipes.pack_resume import PackRefused, claim_plan, clean, locked, make_plan, shard_state
 from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.stores.shard_writer import (
@@ -48,6 +48,7 @@ from dali_pipes.stores.shard_writer import (
     plan_shards,
     shard_name,
     temp_name,
+    write_sample_shard,
     write_shard,
 )
 

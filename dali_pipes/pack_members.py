@@ -14,18 +14,13 @@ only add a layer to every range.
 """
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
-import tarfile
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-
-from dali_pipes.stores.shard_writer import temp_name
 
 Member = tuple[str, "bytes | str"]  # (extension, bytes or a file to copy)
 _PACKERS: dict[str, Callable] = {}
@@ -139,34 +134,3 @@ MODALITIES = ("image", *_PACKERS, "hyperspectral")
 
 def _ext(path: str) -> str:
     return Path(path).suffix.lower().lstrip(".")
-
-
-def write_sample_shard(path: str, samples: list[tuple[str, list[Member]]]) -> dict:
-    """Write one shard of `(key, members)` atomically and deterministically (member
-    metadata fixed: mtime 0, owner 0, mode 0644). Returns {"samples", "bytes", "sha256"}."""
-    tmp = temp_name(path)
-    digest = hashlib.sha256()
-    try:
-        with open(tmp, "wb") as raw:
-            with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-                for key, members in samples:
-                    for ext, data in members:
-                        _add(tar, f"{key}.{ext}", data if isinstance(data, bytes)
-                             else Path(data).read_bytes())
-        with open(tmp, "rb") as done:
-            for block in iter(lambda: done.read(1 << 20), b""):
-                digest.update(block)
-            size = done.tell()
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return {"samples": len(samples), "bytes": size, "sha256": digest.hexdigest()}
-
-
-def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = len(data), 0, 0o644
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    tar.addfile(info, io.BytesIO(data))

@@ -15,6 +15,7 @@ import re
 import socket
 import tarfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -79,11 +80,26 @@ def temp_name(path: str | os.PathLike) -> str:
 
 
 def write_shard(path: str, members: list[tuple[str, str, bytes, int]]) -> dict:
-    """Write one shard atomically and index it.
+    """Write one shard of images with their `.cls` labels atomically, and index it.
 
     Args:
         path: the shard to write (under `temp_name(path)` until complete, then renamed).
         members: (key, image extension, image bytes, label) per sample, in order.
+
+    Returns:
+        {"samples", "bytes", "sha256"} of the written shard.
+    """
+    record = write_sample_shard(path, [(key, [(ext, data), ("cls", str(int(label)).encode())])
+                                       for key, ext, data, label in members])
+    load_index(path)
+    return record
+
+
+def write_sample_shard(path: str, samples: list[tuple[str, list[tuple[str, bytes | str]]]]
+                       ) -> dict:
+    """Write one shard of `(key, [(extension, bytes or a file to copy), ...])` atomically
+    (under `temp_name(path)` until complete, then renamed) and deterministically (member
+    metadata fixed: mtime 0, owner 0, mode 0644).
 
     Returns:
         {"samples", "bytes", "sha256"} of the written shard.
@@ -94,16 +110,16 @@ def write_shard(path: str, members: list[tuple[str, str, bytes, int]]) -> dict:
         with open(tmp, "wb") as raw:
             writer = _HashingFile(raw, digest)
             with tarfile.open(fileobj=writer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-                for key, ext, data, label in members:
-                    _add(tar, f"{key}.{ext}", data)
-                    _add(tar, f"{key}.cls", str(int(label)).encode())
+                for key, members in samples:
+                    for ext, data in members:
+                        _add(tar, f"{key}.{ext}", data if isinstance(data, bytes)
+                             else Path(data).read_bytes())
             size = raw.tell()
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    load_index(path)
-    return {"samples": len(members), "bytes": size, "sha256": digest.hexdigest()}
+    return {"samples": len(samples), "bytes": size, "sha256": digest.hexdigest()}
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
