@@ -80,8 +80,8 @@ class DetectionShardSource(AnnotatedImages):
         per_source = {s: k for k, source in enumerate(sources) for s in source}
         entries = []
         for shard in self.shards:
-            found, _ = walk_samples(shard, self.store, frozenset({"json"}))
-            entries += [(shard, per_source[shard], sample) for sample in found]
+            walk = walk_samples(shard, self.store, frozenset({"json"}))
+            entries += [(shard, per_source[shard], sample) for sample in walk.samples]
         if not entries:
             raise ValueError(f"{self.shards[0]}: no samples in {len(self.shards)} shard(s)")
         self._build(entries, crowd == "drop")
@@ -104,6 +104,9 @@ class DetectionShardSource(AnnotatedImages):
         if image is None:
             raise FormatError(shard, f"sample {sample.key}", "no image member",
                               expected="<key>.jpg/.png/.webp/...")
+        if "json" in sample.oversize:
+            raise FormatError(shard, f"member {sample.key}.json", "annotations member too "
+                              "large to read", expected="<= 64 MiB")
         if "json" not in sample.small:
             raise FormatError(shard, f"sample {sample.key}", "no annotations member",
                               expected="<key>.json")

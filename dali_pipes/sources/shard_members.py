@@ -1,30 +1,21 @@
-"""Samples of WebDataset tar shards whose members are of any kind (videos, IMU tables, ...).
+"""Samples of WebDataset tar shards of videos (with IMU tables for fusion), labelled.
 
-`dali_pipes.stores.tar_index` indexes image shards (one image member per sample). This module
-walks a shard's tar headers through a store with small range reads (`StoreFile`, 2 KiB
-chunks: the headers, never the members' data) and groups members into samples by
-WebDataset's rule (`<key>.<ext>`: the key is the name up to the first dot of its last path
-part; consecutive members with one key form a sample). Each sample keeps, per extension, the
-member's name, data offset and size; the label comes from `<key>.cls` (an integer) or
+The shard is walked once per shard and process (`shard_walk.walk_samples`: tar headers and
+label members only). Each sample keeps, per extension, the member's name, data offset and
+size; the label comes from `<key>.cls` (an integer) or
 `<key>.json` (`{"label": int}`), read when the sample is listed (`tar_index.parse_label`:
 a malformed one is BAD_LABEL, a missing one NO_LABEL, and reading that sample fails with
-a FormatError naming the shard, the member and the field). The walk is made once per shard
-and process (shards of videos hold few, large members).
+a FormatError naming the shard, the member and the field).
 """
 from __future__ import annotations
 
-import os
-import re
-import tarfile
 from dataclasses import dataclass, field
 
 from dali_pipes.formats.errors import FormatError
-from dali_pipes.sources.store_file import ObjectBytes
-from dali_pipes.stores.tar_index import BAD_LABEL, MAX_LABEL_BYTES, NO_LABEL, parse_label
+from dali_pipes.sources.shard_walk import Sample, walk_samples
+from dali_pipes.stores.tar_index import MAX_LABEL_BYTES, NO_LABEL, parse_label
 
-_KEY_EXT = re.compile(r"^((?:.*/|)[^./][^.]*)\.([^/]*)$")  # webdataset's key/extension split
 LABEL_EXTS = ("cls", "json")
-WALK_CHUNK = 2048
 
 
 @dataclass
@@ -61,65 +52,20 @@ def list_shard(shard: str, store) -> tuple[list[ShardSample], int, bool]:
     FormatError names a shard that is no tar file, or a key whose members are not
     consecutive; StoreError / OSError the shard that cannot be read.
     """
-    size = int(store.stat(shard)[0])
-    obj = ObjectBytes(store, shard, size, chunk=WALK_CHUNK)
-    with obj.open() as f:
-        try:
-            tar = tarfile.open(fileobj=f, mode="r:")  # noqa: SIM115 (closed below)
-        except tarfile.ReadError as exc:
-            raise FormatError(shard, "tar header", f"not a tar file ({exc})") from exc
-        with tar:
-            members, truncated = _files(tar)
-        samples, ignored = _group(shard, members)
-        for sample in samples:
-            sample.label = _label(sample, f)
-    return samples, ignored, truncated
+    walk = walk_samples(shard, store, frozenset(LABEL_EXTS), max_keep=MAX_LABEL_BYTES)
+    samples = []
+    for found in walk.samples:
+        sample = ShardSample(shard, found.key, {
+            ext: (name, offset, size) for ext, (_, offset, size, name) in found.members.items()})
+        sample.label = _label(found)
+        samples.append(sample)
+    return samples, walk.ignored, walk.truncated
 
 
-def _files(tar: tarfile.TarFile) -> tuple[list[tuple[str, int, int]], bool]:
-    out: list[tuple[str, int, int]] = []
-    while True:
-        try:
-            info = tar.next()
-        except (tarfile.ReadError, EOFError):
-            return out, True
-        if info is None:
-            return out, False
-        if info.isfile():
-            out.append((info.name, info.offset_data, info.size))
-
-
-def _group(shard: str, members) -> tuple[list[ShardSample], int]:
-    samples: list[ShardSample] = []
-    seen: set[str] = set()
-    ignored = 0
-    for name, offset, size in members:
-        split = _KEY_EXT.match(name)
-        if split is None or os.path.basename(name)[:1] == ".":
-            ignored += 1
-            continue
-        key, ext = split.groups()
-        if not samples or samples[-1].key != key:
-            if key in seen:
-                raise FormatError(shard, f"member {name}", f"duplicate key {key!r}: its "
-                                  "members are not consecutive (or it occurs twice)")
-            seen.add(key)
-            samples.append(ShardSample(shard, key))
-        if ext in samples[-1].members:
-            raise FormatError(shard, f"member {name}", "duplicate member")
-        samples[-1].members[ext] = (name, offset, size)
-    return samples, ignored
-
-
-def _label(sample: ShardSample, f) -> int:
+def _label(sample: Sample) -> int:
     """The sample's label from its `.cls` or `.json` member, of any size up to
     MAX_LABEL_BYTES (a JSON with a long caption beside its label is a valid label)."""
     for ext in LABEL_EXTS:
         if ext in sample.members:
-            _, offset, size = sample.members[ext]
-            if size > MAX_LABEL_BYTES:
-                return BAD_LABEL
-            f.seek(offset)
-            data = f.read(size)
-            return parse_label(data if len(data) == size else None, ext)
+            return parse_label(sample.small.get(ext), ext)
     return NO_LABEL

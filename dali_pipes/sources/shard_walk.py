@@ -1,12 +1,12 @@
 """Every member of a WebDataset shard, grouped into samples, with small members' bytes.
 
-For sample types whose members are not one image + one label (detection: an image and its
-annotations JSON; packed videos: a video, a `.cls` and an `.imu.csv`). Members are grouped
-by webdataset's key rule (`<key>.<ext>`, the key up to the first dot of the base name;
-consecutive members of one key form a sample), as `dali_pipes.stores.tar_index` groups
-them. The walk reads the tar headers once through the store (sequentially: a remote shard
-is streamed, not fetched member by member) and keeps the bytes of members with the
-extensions asked for (JSON annotations, labels, IMU tables).
+For sample types whose members are not one image + one label (`dali_pipes.stores.tar_index`
+indexes those): videos with a label and an IMU table, an image with its annotations JSON.
+Members are grouped by WebDataset's key rule (`<key>.<ext>`: the key is the name up to the
+first dot of its last path part; consecutive members of one key form a sample). The walk
+reads the tar headers once through the store with small range reads (`ObjectBytes`: the
+headers, and the members asked for, never the other members' data) and keeps the bytes of
+members with the extensions asked for (labels, JSON annotations, IMU tables).
 """
 from __future__ import annotations
 
@@ -16,37 +16,51 @@ import tarfile
 from dataclasses import dataclass, field
 
 from dali_pipes.formats.errors import FormatError
+from dali_pipes.sources.store_file import ObjectBytes
 
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./][^.]*)\.([^/]*)$")  # webdataset's key/extension split
+WALK_CHUNK = 2048  # bytes per range read while walking the headers
 
 
 @dataclass
 class Sample:
     """One sample: its key, `members[ext] = (header offset, data offset, size, member
     name)` (the header offset: where the member's tar header chain starts, PAX or GNU
-    long-name records included) and the bytes of the members whose extension was asked
-    for."""
+    long-name records included), the bytes of the members whose extension was asked for
+    (`small`), and the extensions asked for but larger than the bound (`oversize`)."""
 
     key: str
     members: dict[str, tuple[int, int, int, str]] = field(default_factory=dict)
     small: dict[str, bytes] = field(default_factory=dict)
+    oversize: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Walk:
+    """A shard's samples in member order, the members that belong to no sample (hidden,
+    no extension, not a regular file) and whether the shard ends before its end block."""
+
+    samples: list[Sample]
+    ignored: int
+    truncated: bool
 
 
 def walk_samples(shard: str, store, keep: frozenset[str], *, max_keep: int = 64 << 20
-                 ) -> tuple[list[Sample], bool]:
-    """The samples of `shard` in member order and whether it is truncated.
+                 ) -> Walk:
+    """The samples of `shard`.
 
     Args:
         shard: the shard (a path or URL `store` reads).
-        store: a LocalStore or FsspecStore.
+        store: a `dali_pipes.stores.Store`.
         keep: extensions (lower case, e.g. "json", "cls") whose members' bytes are read.
-        max_keep: members to keep larger than this are refused (a FormatError naming them).
+        max_keep: members to keep larger than this are not read (`Sample.oversize`).
 
     Returns:
-        (samples, truncated). FormatError naming the shard for a file that is no tar, a
-        member whose key repeats out of order, or a duplicate member.
+        The walk. FormatError naming the shard for a file that is no tar, a member whose
+        key repeats out of order, or a duplicate member.
     """
-    with store.open(shard) as f:
+    size = int(store.stat(shard)[0])
+    with ObjectBytes(store, shard, size, chunk=WALK_CHUNK).open() as f:
         try:
             tar = tarfile.open(fileobj=f, mode="r:")  # noqa: SIM115 (closed below)
         except tarfile.ReadError as exc:
@@ -55,21 +69,23 @@ def walk_samples(shard: str, store, keep: frozenset[str], *, max_keep: int = 64 
             return _group(tar, shard, keep, max_keep)
 
 
-def _group(tar: tarfile.TarFile, shard: str, keep: frozenset[str], max_keep: int
-           ) -> tuple[list[Sample], bool]:
-    samples: list[Sample] = []
+def _group(tar: tarfile.TarFile, shard: str, keep: frozenset[str], max_keep: int) -> Walk:
+    walk = Walk([], 0, False)
     seen: set[str] = set()
     while True:
         try:
             info = tar.next()
         except (tarfile.ReadError, EOFError):
-            return samples, True
+            walk.truncated = True
+            return walk
         if info is None:
-            return samples, False
+            return walk
         split = _KEY_EXT.match(info.name)
         if not info.isfile() or split is None or os.path.basename(info.name)[:1] == ".":
+            walk.ignored += 1
             continue
         key, ext = split.groups()
+        samples = walk.samples
         if not samples or samples[-1].key != key:
             if key in seen:
                 raise FormatError(shard, f"member {info.name}", f"duplicate key {key!r}: its "
@@ -82,10 +98,11 @@ def _group(tar: tarfile.TarFile, shard: str, keep: frozenset[str], max_keep: int
         sample.members[ext] = (info.offset, info.offset_data, info.size, info.name)
         if ext.lower() in keep:
             if info.size > max_keep:
-                raise FormatError(shard, f"member {info.name}", "too large to read whole",
-                                  value=info.size, expected=f"<= {max_keep} bytes")
+                sample.oversize.add(ext)
+                continue
             handle = tar.extractfile(info)
             data = handle.read() if handle is not None else b""
             if len(data) != info.size:
-                return samples, True
+                walk.truncated = True
+                return walk
             sample.small[ext] = data

@@ -12,10 +12,10 @@ import pytest
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.pack import pack
-from dali_pipes.pack_members import write_sample_shard
 from dali_pipes.sources.detection import DetectionSource
 from dali_pipes.sources.detection_shards import DetectionShardSource
 from dali_pipes.stores.remote import FsspecStore
+from dali_pipes.stores.shard_writer import write_sample_shard
 from dali_pipes.testing.sample_detection import CATEGORIES, tiny
 from tests.stores.servers import MotoS3
 from tests.torch_bridge.contract import assert_same, copies
