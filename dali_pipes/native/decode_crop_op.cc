@@ -18,10 +18,14 @@
 // graph routes them to DALI's decoder first (dali_pipes/pipelines/image_decode.py).
 //
 // DpJpegDecodable: bool () per file, whether DpDecodeCropResize decodes it: a JPEG header
-// libjpeg reads, 8-bit, one (grey) or three (YCbCr / RGB) components.
+// libjpeg reads, 8-bit, one (grey) or three (YCbCr / RGB) components, an EOI marker in the
+// last KiB (a truncated file goes to DALI's decoder).
+// libjpeg's warnings are not errors (DALI's decoder recovers from them too), except "premature
+// end of data".
 #include <cstdio>  // before jpeglib.h, which uses FILE
 
 #include <jpeglib.h>
+#include <jerror.h>  // JWRN_JPEG_EOF
 
 #include <array>
 #include <csetjmp>
@@ -50,6 +54,20 @@ void OnError(j_common_ptr cinfo) {
 
 void Quiet(j_common_ptr) {}  // warnings (corrupt data libjpeg recovers from) stay silent
 
+// Warnings are recoverable, as for DALI's decoder, except the end of the data coming
+// before the image's (a truncated file): an error there too.
+void OnMessage(j_common_ptr cinfo, int level) {
+  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) OnError(cinfo);
+}
+
+// Whether the file ends with an EOI marker (possibly followed by some padding): a
+// truncated file goes to DALI's decoder, whose error is the one users see.
+bool EndsWithEoi(const uint8_t *data, int64_t size) {
+  for (int64_t i = size - 2; i >= 2 && i >= size - 1024; i--)
+    if (data[i] == 0xFF && data[i + 1] == 0xD9) return true;
+  return false;
+}
+
 // One libjpeg decompressor per thread, reused across samples.
 struct Decoder {
   jpeg_decompress_struct cinfo;
@@ -58,6 +76,7 @@ struct Decoder {
     cinfo.err = jpeg_std_error(&err.pub);
     err.pub.error_exit = OnError;
     err.pub.output_message = Quiet;
+    err.pub.emit_message = OnMessage;
     jpeg_create_decompress(&cinfo);
   }
   ~Decoder() { jpeg_destroy_decompress(&cinfo); }
@@ -77,7 +96,8 @@ bool Supported(const jpeg_decompress_struct &c) {
 
 // Whether the file's header reads and is one the decoder handles.
 bool Decodable(const uint8_t *data, int64_t size) {
-  if (size < 4 || data[0] != 0xFF || data[1] != 0xD8) return false;
+  if (size < 4 || data[0] != 0xFF || data[1] != 0xD8 || !EndsWithEoi(data, size))
+    return false;
   Decoder &d = ThreadDecoder();
   if (setjmp(d.err.jump)) {
     jpeg_abort_decompress(&d.cinfo);
