@@ -182,15 +182,15 @@ def torchvision_outputs(files, windows) -> list[np.ndarray]:
     import torchvision.io as tio
     import torchvision.transforms.v2.functional as F
     out = []
-    for f, (t, l, h, w) in zip(files, windows.tolist()):
+    for f, (t, x, h, w) in zip(files, windows.tolist(), strict=True):
         img = tio.decode_jpeg(torch.frombuffer(bytearray(f), dtype=torch.uint8))
-        crop = F.resize(img[:, t:t + h, l:l + w], [SIZE, SIZE], antialias=True)
+        crop = F.resize(img[:, t:t + h, x:x + w], [SIZE, SIZE], antialias=True)
         out.append(crop.permute(1, 2, 0).numpy())
     return out
 
 
 def stats(a: list[np.ndarray], b: list[np.ndarray]) -> dict:
-    d = np.concatenate([np.abs(x.astype(np.int16) - y).ravel() for x, y in zip(a, b)])
+    d = np.concatenate([np.abs(x.astype(np.int16) - y).ravel() for x, y in zip(a, b, strict=True)])
     return {"mean": round(float(d.mean()), 4), "p99": float(np.percentile(d, 99)),
             "max": int(d.max()), "differing": round(float((d > 0).mean()), 4)}
 

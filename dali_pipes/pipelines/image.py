@@ -73,12 +73,15 @@ def graph_inputs_for(recipe: ImageRecipe | None) -> tuple[schema.Input, ...]:
 def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size: int,
                          config: PipelineConfig, device_id: int | None = None,
                          recipe: ImageRecipe | None = None,
-                         decode: ImageDecode | None = None) -> Pipeline:
+                         decode: ImageDecode | None = None,
+                         max_dct_factor: int = 1) -> Pipeline:
     """Define (not build) the image graph. DALI checks every operator argument here.
 
     `recipe` (None: the default) sets what follows the decode: output (H, W) (then `size`
     is ignored), interpolation, vertical flip, mean/std, dtype and layout. `decode` (None:
-    the default) adds EXIF orientation and the alpha channel (input "alpha")."""
+    the default) adds EXIF orientation and the alpha channel (input "alpha").
+    `max_dct_factor` (2, 4, 8) lets the JPEG crop decoder decode windows at least that
+    many times the output at a reduced DCT scale (large photos; 1: full scale)."""
     pipe = new_pipeline(device=device, batch_size=batch_size, config=config,
                         device_id=device_id)
     recipe = recipe if recipe is not None else ImageRecipe(size=(size, size))
@@ -89,7 +92,8 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
         out_size = extra.get("out_size", recipe.size)
         if partial_decode_applies(device, config, recipe.interpolation, decode):
             images = decode_crop_resize(jpegs, anchor, shape, out_size, config=config,
-                                        interpolation=recipe.interpolation)
+                                        interpolation=recipe.interpolation,
+                                        max_dct_factor=max_dct_factor)
         else:
             images = _decode_window(jpegs, anchor, shape, device, config, decode,
                                     extra.get("alpha"))
