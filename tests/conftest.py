@@ -40,6 +40,9 @@ def native_ops(request) -> None:
     if not native.enabled():
         pytest.skip("DALI_PIPES_NATIVE is off")
     for name in native.OPERATORS:
+        if (native.library(name) is None and name == "decode_crop_op"
+                and "jpeglib.h" in (native.why_not(name) or "")):
+            continue  # libjpeg-turbo's headers missing: its own tests skip, saying so
         assert native.library(name), native.why_not(name)
 
 

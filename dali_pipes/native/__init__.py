@@ -26,7 +26,7 @@ import threading
 from dali_pipes.native.builder import SOURCES, build, cache_dir
 
 # the libraries (sources NAME.cc) the graphs may ask for
-OPERATORS = ("resize_op", "policy_op", "photometric_op")
+OPERATORS = ("resize_op", "policy_op", "photometric_op", "decode_crop_op")
 
 _lock = threading.Lock()
 _loaded: dict[str, str | None] = {}

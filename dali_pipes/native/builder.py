@@ -29,6 +29,10 @@ SOURCES = Path(__file__).resolve().parent
 BUILD_TIMEOUT_S = 120.0  # default of DALI_PIPES_BUILD_TIMEOUT
 _FLAGS = ("-std=c++20", "-O3", "-fPIC", "-shared", "-ffp-contract=off")
 _CUDA_HEADERS = ("cuda_runtime_api.h", "crt/host_config.h", "nv/target")
+# operators that need a system library: (its header, the linker options, the package)
+_SYSTEM_LIBS = {"decode_crop_op": ("jpeglib.h", ("-ljpeg",),
+                                   "libjpeg-turbo's development files, e.g. "
+                                   "apt-get install libjpeg62-turbo-dev")}
 
 
 def cache_dir() -> Path:
@@ -90,6 +94,19 @@ def _options(cxx: str, cuda_inc: str) -> list[str]:
 
     return [cxx, *_FLAGS, *_cpu_flags(), *sysconfig.get_compile_flags(), f"-I{cuda_inc}",
             *sysconfig.get_link_flags()]
+
+
+def _system_lib(name: str, cxx: str, timeout: float) -> list[str]:
+    """The linker options of the system library operator `name` needs (none for most);
+    RuntimeError naming the package when the compiler cannot find its header."""
+    if name not in _SYSTEM_LIBS:
+        return []
+    header, link, package = _SYSTEM_LIBS[name]
+    code, _ = _run_bounded([cxx, "-fsyntax-only", "-x", "c++", "-"], timeout,
+                           stdin=f"#include <cstdio>\n#include <{header}>\n".encode())
+    if code != 0:
+        raise RuntimeError(f"no {header} for the compiler (install {package})")
+    return list(link)
 
 
 def _key(src: Path, options: list[str]) -> str:
@@ -168,7 +185,7 @@ def build(name: str, rebuild: bool = False) -> str:
     if cuda_inc is None:
         raise RuntimeError("no CUDA toolkit headers (cuda_runtime_api.h, crt/, nv/ under "
                            "CUDA_HOME/include or /usr/local/cuda/include)")
-    options = _options(cxx, cuda_inc)
+    options = _options(cxx, cuda_inc) + _system_lib(name, cxx, timeout)
     key = _key(src, options)
     lib = cache_dir() / key / f"lib{name}.so"
     if not rebuild and _cached(lib, name):
@@ -213,12 +230,16 @@ def _compile(name: str, command: list[str], lib: Path, timeout: float) -> None:
                 os.unlink(leftover)
 
 
-def _run_bounded(command: list[str], timeout: float) -> tuple[int | None, str]:
+def _run_bounded(command: list[str], timeout: float, stdin: bytes | None = None
+                 ) -> tuple[int | None, str]:
     """(exit code, stdout + stderr) of `command` run in its own process group, or (None,
     output so far) after killing the whole group at `timeout` seconds. The output goes to a
-    temporary file, not a pipe, so a descendant that keeps it open cannot block us."""
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+    temporary file, not a pipe, so a descendant that keeps it open cannot block us; so does
+    `stdin` (None: nothing)."""
+    with tempfile.TemporaryFile() as log, tempfile.TemporaryFile() as given:
+        given.write(stdin or b"")
+        given.seek(0)
+        proc = subprocess.Popen(command, stdin=given, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             code: int | None = proc.wait(timeout=timeout)

@@ -39,6 +39,10 @@ class PipelineConfig:
     antialias: bool = True
     # dali_pipes' fused CPU operators (dali_pipes/native) where they can be built
     native_ops: bool = True
+    # CPU backend: JPEG crop windows decoded with libjpeg-turbo's partial decoding and
+    # resized in one native operator (dali_pipes/pipelines/jpeg_partial.py); needs
+    # native_ops and libjpeg-turbo's headers, else DALI's decoder
+    jpeg_partial_decode: bool = True
     jpeg_fancy_upsampling: bool = False
     hw_decoder_load: float = 0.65
     device_memory_padding: int = 16 * 1024 * 1024

@@ -239,3 +239,29 @@ def test_requiring_the_fused_operator_when_off_says_why(monkeypatch):
         _policy_pipe(images, matrices, params, True)
     out = _policy_pipe(images, matrices, params, None).run()[0]  # falls back: composed
     assert np.asarray(out[0]).shape == (8, 10, 3)
+
+
+def test_without_libjpeg_headers_the_jpeg_decoder_falls_back_in_one_line(tmp_path):
+    """A compiler that finds no usable jpeglib.h: the JPEG crop decoder is unavailable,
+    one line on stderr names the header and the package, and the graph keeps DALI's
+    decoder; the other operators are unaffected."""
+    shadow = tmp_path / "include"
+    shadow.mkdir()
+    (shadow / "jpeglib.h").write_text("#error no libjpeg here\n")
+    cxx = tmp_path / "cxx"
+    cxx.write_text(f"#!/bin/sh\nexec {shutil.which('g++') or 'c++'} -I{shadow} \"$@\"\n")
+    cxx.chmod(0o755)
+    code = ("from dali_pipes import native; from dali_pipes.pipelines.config import "
+            "PipelineConfig; from dali_pipes.pipelines.jpeg_partial import "
+            "partial_decode_applies as a; print(repr(native.library('decode_crop_op'))); "
+            "print(repr(a('cpu', PipelineConfig(), 'bilinear', None))); "
+            "print(repr(native.why_not('decode_crop_op')))")
+    env = {**os.environ, "DALI_PIPES_CXX": str(cxx), "DALI_PIPES_CACHE": str(tmp_path / "c")}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600, cwd=ROOT, env=env)
+    assert run.returncode == 0, run.stderr
+    path, applies, why = (eval(line) for line in run.stdout.strip().splitlines()[-3:])
+    assert path is None and applies is False
+    assert "no jpeglib.h" in why and "libjpeg62-turbo-dev" in why
+    lines = [ln for ln in run.stderr.splitlines() if ln.startswith("dali_pipes:")]
+    assert len(lines) == 1 and "decode_crop_op unavailable, using DALI's own" in lines[0]

@@ -80,7 +80,8 @@ def test_the_first_build_decides_and_keeps_the_decode_threads(large_folder):
     from dali_pipes.pipelines.config import load_config
     from torch_bridge.modalities.image import ImageModality
     modality = ImageModality(large_folder, seed=0, size=SIZE)
-    config = dataclasses.replace(load_config(None), num_threads=3)
+    # the feed's decoding (the graph's JPEG crop decoder off; tested below)
+    config = dataclasses.replace(load_config(None), num_threads=3, jpeg_partial_decode=False)
     modality.build_pipeline(device="cpu", batch_size=4, config=config)
     assert modality._scaled and modality._decode_opts["threads"] == 3
     # the engine's one-sample blame pipeline: same graph inputs, feed threads untouched
@@ -105,3 +106,20 @@ def test_decode_options_turn_reduced_decoding_off(large_folder, options):
     batch = next(iter(loader))
     assert not loader._engine.modality._scaled
     assert batch["image"].shape[1] == (4 if "alpha" in options else 3)
+
+
+def test_the_graphs_jpeg_crop_decoder_scales_in_the_graph_with_the_feeds_pixels(large_folder):
+    """With the native JPEG crop decoder the same windows are decoded at the same DCT
+    scales inside the graph (DpDecodeCropResize), giving the feed path's pixels exactly."""
+    from dali_pipes import native
+    if native.library("decode_crop_op") is None:
+        pytest.skip(f"DpDecodeCropResize unavailable: {native.why_not('decode_crop_op')}")
+    loader, graph = _batches(large_folder, "dali")
+    modality = loader._engine.modality
+    assert modality._scaled and modality._scaled_in_graph
+    feed_loader, feed = _batches(large_folder, "dali", config={"jpeg_partial_decode": False})
+    assert feed_loader._engine.modality._scaled
+    assert not feed_loader._engine.modality._scaled_in_graph
+    assert len(graph) == len(feed) == 2
+    for a, b in zip(graph, feed, strict=True):
+        assert torch.equal(a["index"], b["index"]) and torch.equal(a["image"], b["image"])

@@ -14,11 +14,13 @@ from dali_pipes.formats.image_decode import (
     image_decode,
     prepare_decode,
 )
+from dali_pipes.formats.jpeg_scale import DCT_FACTORS
 from dali_pipes.mixing import mix_params
 from dali_pipes.photometric import photometric_params
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
+from dali_pipes.pipelines.jpeg_partial import partial_decode_applies
 from dali_pipes.policies import affine_matrices, photo_params, policy_ops
 from dali_pipes.recipe_files import load_recipe
 from dali_pipes.recipes import ImageRecipe, check_num_classes, image_recipe, size_at
@@ -103,6 +105,7 @@ class ImageModality(SourceModality):
         self.num_classes = check_num_classes(self.recipe, self.source.labels) \
             if self.recipe.mixing else None
         self._scaled = False  # reduced-scale decoding in the feed (set by build_pipeline)
+        self._scaled_in_graph = False  # ... by the graph's JPEG crop decoder instead
         self._decode_opts: dict | None = None
 
     # DALI backend -------------------------------------------------------------------
@@ -118,6 +121,14 @@ class ImageModality(SourceModality):
                 self.source, size=self.size, train=self.train, device=device,
                 enabled=config.scaled_jpeg_decode)
             self._decode_opts = dict(fast_idct=config.use_fast_idct, threads=config.threads())
+            # the graph's JPEG crop decoder scales the same windows by the same rule, in
+            # DALI's threads (same pixels; dali_pipes/pipelines/jpeg_partial.py)
+            self._scaled_in_graph = self._scaled and partial_decode_applies(
+                device, config, self.recipe.interpolation, self.decode)
+        if self._scaled_in_graph:
+            return image_graph.build_image_pipeline(
+                device=device, batch_size=batch_size, size=self.size, config=config,
+                recipe=self.recipe, max_dct_factor=max(DCT_FACTORS))
         if self._scaled:
             return build_scaled_image_pipeline(batch_size=batch_size, size=self.size,
                                                config=config)
@@ -138,7 +149,7 @@ class ImageModality(SourceModality):
                                              hw[:, 0], hw[:, 1], self.recipe,
                                              size_at(self.recipe, epoch))
         windows = windows.astype(np.int32)
-        if self._scaled:
+        if self._scaled and not self._scaled_in_graph:
             return self._scaled_feeds(epoch, kept_arr, datas, hw, windows, flip, guard)
         # Fixed-size inputs go in as one dense array each: DALI takes the first axis as
         # the batch, which saves converting B small arrays per input.
