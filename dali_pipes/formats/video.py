@@ -278,24 +278,31 @@ def _fps(stream, seconds: np.ndarray) -> float:
 
 
 def decode_frames_pyav(path: str | os.PathLike, frame_indices, *,
-                       info: VideoInfo | None = None, opener: Opener | None = None
+                       info: VideoInfo | None = None, opener: Opener | None = None,
+                       scale: tuple[int, int] | None = None, threads: int = 1
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Frames (T, H, W, 3) uint8 RGB and their timestamps (T,) float64 for `frame_indices`.
 
     Indices may repeat and come in any order. Decoding starts at the keyframe at or before the
     smallest index and stops at the largest one. `info` skips the (cached) probe; `opener`
     (with `info`): reads the file from the object it returns instead of `path`.
+    `scale`: (height, width) the frames leave the decoder at, scaled by swscale from YUV
+    (bilinear, its filter widened when shrinking) in the same step as the RGB conversion;
+    None: native size. `threads`: the decoder's threads (FFmpeg "AUTO" threading when > 1;
+    `decoder_threads` sizes it to a process's share of the cores).
     """
     info = info if info is not None else probe_video(path)
     index = _check_indices(info, frame_indices)
+    out_hw = (info.height, info.width) if scale is None else _check_scale(info, scale)
     if index.size == 0:
-        return (np.zeros((0, info.height, info.width, 3), np.uint8), np.zeros(0, np.float64))
+        return (np.zeros((0, *out_hw, 3), np.uint8), np.zeros(0, np.float64))
     wanted = np.unique(index)
-    got = _decode_wanted(info, wanted, seek=info.indexed_by == "packets", opener=opener)
+    options = {"opener": opener, "scale": scale, "threads": _check_threads(threads)}
+    got = _decode_wanted(info, wanted, seek=info.indexed_by == "packets", **options)
     missing = [int(i) for i in wanted if int(i) not in got]
     if missing and info.indexed_by == "packets":
         # the seek landed after a keyframe
-        got = _decode_wanted(info, wanted, seek=False, opener=opener)
+        got = _decode_wanted(info, wanted, seek=False, **options)
         missing = [int(i) for i in wanted if int(i) not in got]
     if missing:
         raise FormatError(info.path, "frames", "the decoder produced no frame for indices",
@@ -317,19 +324,51 @@ def _check_indices(info: VideoInfo, frame_indices) -> np.ndarray:
     return index
 
 
+def _check_scale(info: VideoInfo, scale) -> tuple[int, int]:
+    if (not isinstance(scale, (tuple, list)) or len(scale) != 2
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0
+                       for v in scale)):
+        raise ValueError(f"{info.path}: scale must be a (height, width) pair of positive "
+                         f"ints or None, got {scale!r}")
+    return int(scale[0]), int(scale[1])
+
+
+def _check_threads(threads) -> int:
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    return int(threads)
+
+
+def decoder_threads(cores: int, workers: int = 1) -> int:
+    """Decoder threads of each of `workers` decoding processes sharing `cores` cores:
+    cores // workers, at least 1 (so decoding never starts more threads than cores)."""
+    return max(1, int(cores) // max(1, int(workers)))
+
+
+def _frame_rgb(frame: av.VideoFrame, scale: tuple[int, int] | None) -> np.ndarray:
+    """One decoded frame as (H, W, 3) uint8 RGB, scaled by swscale when `scale` is given."""
+    if scale is None:
+        return frame.to_ndarray(format="rgb24")
+    return frame.to_ndarray(width=scale[1], height=scale[0], format="rgb24",
+                            interpolation="BILINEAR")
+
+
 def _decode_wanted(info: VideoInfo, wanted: np.ndarray, *, seek: bool,
-                   opener: Opener | None = None) -> dict[int, np.ndarray]:
+                   opener: Opener | None = None, scale: tuple[int, int] | None = None,
+                   threads: int = 1) -> dict[int, np.ndarray]:
     """Decode from a keyframe (or the start) until every wanted frame is held."""
     first, last, wanted_set, got = int(wanted[0]), int(wanted[-1]), set(wanted.tolist()), {}
     with _open(info.path, opener) as container:
         stream = container.streams[info.stream_index]
+        stream.codec_context.thread_count = threads
+        stream.codec_context.thread_type = "AUTO" if threads > 1 else "SLICE"
         key = info.keyframe_at_or_before(first) if seek else 0
         if key > 0:
             container.seek(int(info.pts[key]), stream=stream, backward=True)
         try:
             for i, frame in _indexed_frames(info, container, stream):
                 if i in wanted_set:
-                    got[i] = frame.to_ndarray(format="rgb24")
+                    got[i] = _frame_rgb(frame, scale)
                 if i >= last or len(got) == len(wanted_set):
                     break
         except av.error.FFmpegError as exc:
