@@ -58,6 +58,7 @@ from dali_pipes.formats.errors import FormatError
 
 Opener = Callable[[], io.RawIOBase | BinaryIO]  # a new seekable binary file per call
 CPU_DECODABLE_CODECS = frozenset({"vp8", "vp9", "mjpeg"})
+SKIP_NONREF_CODECS = frozenset({"h264", "hevc"})  # decoders honouring skip_frame per packet
 PROBE_CACHE_SIZE = 4096
 _FPS_AGREEMENT = 0.01
 
@@ -279,8 +280,8 @@ def _fps(stream, seconds: np.ndarray) -> float:
 
 def decode_frames_pyav(path: str | os.PathLike, frame_indices, *,
                        info: VideoInfo | None = None, opener: Opener | None = None,
-                       scale: tuple[int, int] | None = None, threads: int = 1
-                       ) -> tuple[np.ndarray, np.ndarray]:
+                       scale: tuple[int, int] | None = None, threads: int = 1,
+                       skip_unused: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Frames (T, H, W, 3) uint8 RGB and their timestamps (T,) float64 for `frame_indices`.
 
     Indices may repeat and come in any order. Decoding starts at the keyframe at or before the
@@ -289,7 +290,10 @@ def decode_frames_pyav(path: str | os.PathLike, frame_indices, *,
     `scale`: (height, width) the frames leave the decoder at, scaled by swscale from YUV
     (bilinear, its filter widened when shrinking) in the same step as the RGB conversion;
     None: native size. `threads`: the decoder's threads (FFmpeg "AUTO" threading when > 1;
-    `decoder_threads` sizes it to a process's share of the cores).
+    `decoder_threads` sizes it to a process's share of the cores). `skip_unused`: H.264 and
+    HEVC frames the clip does not use and no other frame refers to (non-reference pictures
+    between a stride's frames or before the clip's first frame) are not decoded (FFmpeg's
+    skip_frame "NONREF", set per packet); the frames returned are the same.
     """
     info = info if info is not None else probe_video(path)
     index = _check_indices(info, frame_indices)
@@ -297,7 +301,8 @@ def decode_frames_pyav(path: str | os.PathLike, frame_indices, *,
     if index.size == 0:
         return (np.zeros((0, *out_hw, 3), np.uint8), np.zeros(0, np.float64))
     wanted = np.unique(index)
-    options = {"opener": opener, "scale": scale, "threads": _check_threads(threads)}
+    options = {"opener": opener, "scale": scale, "threads": _check_threads(threads),
+               "skip": skip_unused and info.codec in SKIP_NONREF_CODECS}
     got = _decode_wanted(info, wanted, seek=info.indexed_by == "packets", **options)
     missing = [int(i) for i in wanted if int(i) not in got]
     if missing and info.indexed_by == "packets":
@@ -355,8 +360,9 @@ def _frame_rgb(frame: av.VideoFrame, scale: tuple[int, int] | None) -> np.ndarra
 
 def _decode_wanted(info: VideoInfo, wanted: np.ndarray, *, seek: bool,
                    opener: Opener | None = None, scale: tuple[int, int] | None = None,
-                   threads: int = 1) -> dict[int, np.ndarray]:
-    """Decode from a keyframe (or the start) until every wanted frame is held."""
+                   threads: int = 1, skip: bool = False) -> dict[int, np.ndarray]:
+    """Decode from a keyframe (or the start) until every wanted frame is held; `skip`:
+    unwanted non-reference frames are not decoded (needs frames indexed by packets)."""
     first, last, wanted_set, got = int(wanted[0]), int(wanted[-1]), set(wanted.tolist()), {}
     with _open(info.path, opener) as container:
         stream = container.streams[info.stream_index]
@@ -366,7 +372,11 @@ def _decode_wanted(info: VideoInfo, wanted: np.ndarray, *, seek: bool,
         if key > 0:
             container.seek(int(info.pts[key]), stream=stream, backward=True)
         try:
-            for i, frame in _indexed_frames(info, container, stream):
+            unwanted = None
+            if skip and info.indexed_by == "packets":
+                wanted_pts = frozenset(info.pts[wanted].tolist())
+                unwanted = wanted_pts.__contains__
+            for i, frame in _indexed_frames(info, container, stream, unwanted):
                 if i in wanted_set:
                     got[i] = _frame_rgb(frame, scale)
                 if i >= last or len(got) == len(wanted_set):
@@ -377,9 +387,11 @@ def _decode_wanted(info: VideoInfo, wanted: np.ndarray, *, seek: bool,
     return got
 
 
-def _indexed_frames(info: VideoInfo, container, stream) -> Iterator[tuple[int, av.VideoFrame]]:
-    """(frame index, frame) pairs: by pts when indexed by packets, else by decode order."""
-    for count, frame in enumerate(_decoded_frames(container, stream)):
+def _indexed_frames(info: VideoInfo, container, stream, wanted=None
+                    ) -> Iterator[tuple[int, av.VideoFrame]]:
+    """(frame index, frame) pairs: by pts when indexed by packets, else by decode order;
+    `wanted(pts)`: see `_decoded_frames`."""
+    for count, frame in enumerate(_decoded_frames(container, stream, wanted)):
         if info.indexed_by == "decode":
             yield count, frame
             continue
@@ -390,9 +402,15 @@ def _indexed_frames(info: VideoInfo, container, stream) -> Iterator[tuple[int, a
             yield i, frame
 
 
-def _decoded_frames(container, stream) -> Iterator[av.VideoFrame]:
-    """Every frame the decoder outputs from the current position (tests count these)."""
+def _decoded_frames(container, stream, wanted=None) -> Iterator[av.VideoFrame]:
+    """Every frame the decoder outputs from the current position (tests count these).
+    `wanted(pts)` (None: every frame is): a packet whose pts it refuses is decoded with
+    skip_frame "NONREF", so its frame is dropped unless others refer to it."""
+    context = stream.codec_context
     for packet in container.demux(stream):
+        if wanted is not None:
+            unused = packet.size > 0 and packet.pts is not None and not wanted(packet.pts)
+            context.skip_frame = "NONREF" if unused else "DEFAULT"
         yield from packet.decode()
 
 

@@ -86,3 +86,44 @@ def test_backends_agree_with_scaled_decode(h264_folder, resize):
         assert torch.equal(b["index"], c["index"])
         # normalized units: about 0.017 per grey level
         assert 0 < (b["frames"] - c["frames"]).abs().mean() < 0.1
+
+
+@pytest.fixture(scope="module")
+def h264_long(tmp_path_factory):
+    from dali_pipes.testing.sample_video import synthetic_frames, write_video
+    frames = synthetic_frames(np.random.default_rng(1), 64, 64, 48, label=1)
+    return write_video(tmp_path_factory.mktemp("h264l") / "long.mp4", frames,
+                       codec="libx264", gop=32)
+
+
+def _counting(monkeypatch):
+    from dali_pipes.formats import video
+    decoded, original = [], video._decoded_frames
+
+    def counting(container, stream, *args):
+        for frame in original(container, stream, *args):
+            decoded.append(frame.pts)
+            yield frame
+    monkeypatch.setattr(video, "_decoded_frames", counting)
+    return decoded
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_unused_non_reference_frames_are_skipped_with_the_same_result(h264_long, threads,
+                                                                      monkeypatch):
+    info = probe_video(h264_long)
+    decoded = _counting(monkeypatch)
+    for start, stride in [(0, 1), (5, 2), (37, 3), (40, 1), (20, 2)]:
+        index = np.arange(start, min(start + 8 * stride, info.frame_count), stride)
+        decoded.clear()
+        full = decode_frames_pyav(h264_long, index, info=info, skip_unused=False,
+                                  threads=threads)
+        every = len(decoded)
+        decoded.clear()
+        skipped = decode_frames_pyav(h264_long, index, info=info, threads=threads)
+        assert np.array_equal(full[0], skipped[0]) and np.array_equal(full[1], skipped[1])
+        assert len(decoded) <= every
+        assert set(info.pts[index].tolist()) <= set(decoded)
+    decoded.clear()
+    decode_frames_pyav(h264_long, np.arange(40, 56, 2), info=info, threads=threads)
+    assert len(decoded) < 56 - info.keyframe_at_or_before(40)  # some frames were not decoded
