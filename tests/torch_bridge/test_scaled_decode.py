@@ -33,8 +33,8 @@ def test_scaled_frames_keep_indices_and_timestamps_and_stay_close(h264_folder):
     assert np.array_equal(stamps, small_stamps)
     assert np.array_equal(small[1], small[2])  # a repeated index is the same frame
     diff = np.abs(small.astype(int) - resize_clip(full, (24, 40)).astype(int))
-    # the frames are the same ones (a wrong frame differs by tens of levels on average)
-    assert diff.mean() < 6 and np.percentile(diff, 99) < 60
+    # the frames are the same ones (the next frame differs by more on average)
+    assert diff.mean() < 3 and np.percentile(diff, 99) < 12
     other = decode_frames_pyav(path, index + 1, info=info, scale=(24, 40))[0]
     assert np.abs(other.astype(int) - resize_clip(full, (24, 40)).astype(int)).mean() > \
         diff.mean()
@@ -76,7 +76,8 @@ def test_backends_agree_with_scaled_decode(h264_folder, resize):
     options = {"resize": resize, "scaled_decode": True}
     dali, ref = _batches(h264_folder, "dali", **options), _batches(h264_folder, "torch",
                                                                     **options)
-    exact = _batches(h264_folder, "torch", resize=resize)
+    exact = _batches(h264_folder, "torch", resize=resize, scaled_decode=False)
+    assert _batches(h264_folder, "torch", resize=resize)[0]["frames"].equal(ref[0]["frames"])
     assert len(dali) == len(ref) == len(exact) == 2
     for a, b, c in zip(dali, ref, exact, strict=True):
         assert a["frames"].shape == b["frames"].shape == (2, 4, 3, 32, 40)
@@ -84,8 +85,9 @@ def test_backends_agree_with_scaled_decode(h264_folder, resize):
         assert torch.equal(a["timestamps"], b["timestamps"])
         assert torch.equal(b["timestamps"], c["timestamps"])
         assert torch.equal(b["index"], c["index"])
-        # normalized units: about 0.017 per grey level
-        assert 0 < (b["frames"] - c["frames"]).abs().mean() < 0.1
+        # normalized units: about 0.017 per grey level; the scaled pixels are within about
+        # 2 levels on average on these small frames
+        assert 0 < (b["frames"] - c["frames"]).abs().mean() < 0.05
 
 
 @pytest.fixture(scope="module")

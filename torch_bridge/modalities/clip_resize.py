@@ -8,6 +8,8 @@ crops) it there with the same call, which is cheaper than DALI's CPU resize (mea
 docs/measurements.md), ships an eighth of the bytes from feed workers, and gives the same
 pixels as the torch path. The video graph then resizes only the clips DALI decodes itself
 (dali_pipes.pipelines.video), from the window `roi_feeds` / `crop_feeds` give it.
+`decode_scaled` is the `scaled_decode` option's counterpart of `resize_clip` (both paths):
+the decoder scales the frames (swscale), the window is then cut in numpy.
 """
 from __future__ import annotations
 

@@ -4,10 +4,11 @@ DALI backend: per sample the feeding process reads an encoded segment (`remux_se
 decoding) when the graph's decoder takes the codec on the chosen device, or decodes the clip
 with PyAV (the fallback: H.264/HEVC/AV1/MPEG-4 on the CPU backend); the graph decodes, resizes,
 flips and normalizes (see `dali_pipes.pipelines.video`). Torch backend: DataLoader workers
-decode with `decode_frames_pyav` and resize with torchvision (bilinear, antialias); the
-consumer normalizes. Clip starts and flips come from the plan functions on both backends, so
-the two see the same frames; pixel values differ slightly (DALI's and swscale's YUV->RGB and
-the two resizers differ: mean absolute difference about 2 levels).
+decode with `decode_frames_pyav`, the frames leaving the decoder scaled to the output (or the
+crop window) with `scaled_decode` (default), else resized with torchvision (bilinear,
+antialias); the consumer normalizes. Clip starts and flips come from the plan functions on
+both backends, so the two see the same frames; pixel values differ slightly (DALI's and
+swscale's YUV->RGB and the two resizers differ: mean absolute difference about 2 levels).
 
 `pad="variable"`: a clip keeps only the frames its video has (still `stride` apart), and the
 batch is padded to its longest clip: by `fn.pad` in the graph on the DALI backend, by
@@ -35,16 +36,16 @@ import torch
 from dali_pipes.augment import flips
 from dali_pipes.clip_crops import ClipResize, check_crop_options, clip_windows
 from dali_pipes.clips import LoaderPad, check_loader_pad
+from dali_pipes.formats.video import decoder_threads
 from dali_pipes.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.sources.video_data import video_source
 from torch_bridge import registry
+from torch_bridge.autoworkers import rank_cores
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
-from dali_pipes.formats.video import decoder_threads
-from torch_bridge.autoworkers import rank_cores
 from torch_bridge.modalities.clip_resize import (
     crop_feeds,
     decode_scaled,
@@ -226,11 +227,12 @@ class VideoModality(ClipModality):
     "cuda", "cuda:N"; fixed here, never changed by build_pipeline) chooses the DALI graph's
     device and, on a GPU, the decoder of each file (`dali_pipes.nvdec.route`: NVDEC where
     the GPU family's tables and the one-time device probe allow it, else the PyAV fallback).
-    `scaled_decode` (default False): clips decoded with PyAV (the torch path, and the
+    `scaled_decode` (default True): clips decoded with PyAV (the torch path, and the
     fallback of the DALI backend) leave the decoder already scaled to `size` (or to the crop
-    window's resized shape) by swscale, instead of full-size RGB resized by torchvision:
-    1.4-1.7x less CPU per clip, same frames and timestamps, pixels within a few levels on
-    average (docs/measurements.md). `decode_threads`: FFmpeg threads of each PyAV decoder
+    window's resized shape, then cut) by swscale, instead of full-size RGB resized by
+    torchvision (False: that exact path): same frames and timestamps, pixels within 1.2-1.4
+    grey levels on average (p99 3-4) of the exact path, up to 1.5x less CPU per 720p clip
+    (docs/measurements.md). `decode_threads`: FFmpeg threads of each PyAV decoder
     (0, default: this rank's cores shared by the processes decoding, `decoder_threads`)."""
 
     name = "video"
@@ -242,7 +244,7 @@ class VideoModality(ClipModality):
 
     def __init__(self, data, *, device: str = "cpu", storage_options: dict | None = None,
                  cache_dir: str | None = None, cache_limit: int | None = None,
-                 scaled_decode: bool = False, decode_threads: int = 0, **options):
+                 scaled_decode: bool = True, decode_threads: int = 0, **options):
         if isinstance(decode_threads, bool) or not isinstance(decode_threads, (int, np.integer)) \
                 or decode_threads < 0:
             raise ValueError(f"decode_threads must be an int >= 0, got {decode_threads!r}")
