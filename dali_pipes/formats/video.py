@@ -30,6 +30,10 @@ the presentation timestamp of every frame. Rules:
 `decode_frames_pyav(path, frame_indices)` seeks to the keyframe at or before the first
 requested frame and decodes forward only until the last requested frame: the CPU fallback for
 codecs DALI cannot decode on its CPU backend and the reference decoder of the torch path.
+With `scale` the frames leave swscale at the output size (no full-size RGB); H.264/HEVC frames
+the clip does not use and no other frame refers to are not decoded; `threads` sizes FFmpeg's
+decoder threads (`decoder_threads`). Measured in docs/measurements.md ("Video scaled in the
+decoder").
 
 DALI's CPU `fn.decoders.video` works here with per-sample start_frame / sequence_length / stride
 from `external_source`, with our frame numbering; its YUV->RGB chroma upsampling differs from
@@ -307,13 +311,15 @@ def decode_frames_pyav(path: str | os.PathLike, frame_indices, *,
     if index.size == 0:
         return (np.zeros((0, *out_hw, 3), np.uint8), np.zeros(0, np.float64))
     wanted = np.unique(index)
-    options = {"opener": opener, "scale": scale, "threads": _check_threads(threads),
-               "skip": skip_unused and info.codec in SKIP_NONREF_CODECS}
-    got = _decode_wanted(info, wanted, seek=info.indexed_by == "packets", **options)
+    decode = functools.partial(_decode_wanted, info, wanted, opener=opener,
+                               scale=None if scale is None else out_hw,
+                               threads=_check_threads(threads),
+                               skip=skip_unused and info.codec in SKIP_NONREF_CODECS)
+    got = decode(seek=info.indexed_by == "packets")
     missing = [int(i) for i in wanted if int(i) not in got]
     if missing and info.indexed_by == "packets":
         # the seek landed after a keyframe
-        got = _decode_wanted(info, wanted, seek=False, **options)
+        got = decode(seek=False)
         missing = [int(i) for i in wanted if int(i) not in got]
     if missing:
         raise FormatError(info.path, "frames", "the decoder produced no frame for indices",
