@@ -61,6 +61,11 @@ __all__ = ["FeedPool", "FeedWindow", "PlanBatch", "Prepared", "WorkerDied"]
 _worker: dict = {}  # in a worker process only: the modality, on_error and result pipe
 
 
+def in_feed_worker() -> bool:
+    """Whether this process is a feed worker (one of py_num_workers)."""
+    return bool(_worker)
+
+
 @dataclass(frozen=True)
 class PlanBatch:
     """One plan batch: its epoch, its position in the epoch, its dataset indices and their

@@ -30,6 +30,10 @@ the presentation timestamp of every frame. Rules:
 `decode_frames_pyav(path, frame_indices)` seeks to the keyframe at or before the first
 requested frame and decodes forward only until the last requested frame: the CPU fallback for
 codecs DALI cannot decode on its CPU backend and the reference decoder of the torch path.
+With `scale` the frames leave swscale at the output size (no full-size RGB); H.264/HEVC frames
+the clip does not use and no other frame refers to are not decoded; `threads` sizes FFmpeg's
+decoder threads (`decoder_threads`). Measured in docs/measurements.md ("Video scaled in the
+decoder").
 
 DALI's CPU `fn.decoders.video` works here with per-sample start_frame / sequence_length / stride
 from `external_source`, with our frame numbering; its YUV->RGB chroma upsampling differs from
@@ -53,11 +57,18 @@ from typing import BinaryIO, Literal
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from dali_pipes.formats.errors import FormatError
 
 Opener = Callable[[], io.RawIOBase | BinaryIO]  # a new seekable binary file per call
 CPU_DECODABLE_CODECS = frozenset({"vp8", "vp9", "mjpeg"})
+SKIP_NONREF_CODECS = frozenset({"h264", "hevc"})  # decoders honouring skip_frame per packet
+# swscale flags of scaled decoding: SWS_BILINEAR (its filter widens when shrinking, so it
+# antialiases like torchvision's resize) | SWS_FULL_CHR_H_INT | SWS_FULL_CHR_H_INP (chroma
+# at full horizontal resolution: without them each pair of output pixels shares one chroma
+# sample, 3 grey levels off on average and 27 at the 99th percentile instead of 1.2 and 3)
+SWS_SCALE_FLAGS = 0x2 | 0x2000 | 0x4000
 PROBE_CACHE_SIZE = 4096
 _FPS_AGREEMENT = 0.01
 
@@ -278,24 +289,37 @@ def _fps(stream, seconds: np.ndarray) -> float:
 
 
 def decode_frames_pyav(path: str | os.PathLike, frame_indices, *,
-                       info: VideoInfo | None = None, opener: Opener | None = None
-                       ) -> tuple[np.ndarray, np.ndarray]:
+                       info: VideoInfo | None = None, opener: Opener | None = None,
+                       scale: tuple[int, int] | None = None, threads: int = 1,
+                       skip_unused: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Frames (T, H, W, 3) uint8 RGB and their timestamps (T,) float64 for `frame_indices`.
 
     Indices may repeat and come in any order. Decoding starts at the keyframe at or before the
     smallest index and stops at the largest one. `info` skips the (cached) probe; `opener`
     (with `info`): reads the file from the object it returns instead of `path`.
+    `scale`: (height, width) the frames leave the decoder at, scaled by swscale from YUV
+    in the same step as the RGB conversion (`SWS_SCALE_FLAGS`);
+    None: native size. `threads`: the decoder's threads (FFmpeg "AUTO" threading when > 1;
+    `decoder_threads` sizes it to a process's share of the cores). `skip_unused`: H.264 and
+    HEVC frames the clip does not use and no other frame refers to (non-reference pictures
+    between a stride's frames or before the clip's first frame) are not decoded (FFmpeg's
+    skip_frame "NONREF", set per packet); the frames returned are the same.
     """
     info = info if info is not None else probe_video(path)
     index = _check_indices(info, frame_indices)
+    out_hw = (info.height, info.width) if scale is None else _check_scale(info, scale)
     if index.size == 0:
-        return (np.zeros((0, info.height, info.width, 3), np.uint8), np.zeros(0, np.float64))
+        return (np.zeros((0, *out_hw, 3), np.uint8), np.zeros(0, np.float64))
     wanted = np.unique(index)
-    got = _decode_wanted(info, wanted, seek=info.indexed_by == "packets", opener=opener)
+    decode = functools.partial(_decode_wanted, info, wanted, opener=opener,
+                               scale=None if scale is None else out_hw,
+                               threads=_check_threads(threads),
+                               skip=skip_unused and info.codec in SKIP_NONREF_CODECS)
+    got = decode(seek=info.indexed_by == "packets")
     missing = [int(i) for i in wanted if int(i) not in got]
     if missing and info.indexed_by == "packets":
         # the seek landed after a keyframe
-        got = _decode_wanted(info, wanted, seek=False, opener=opener)
+        got = decode(seek=False)
         missing = [int(i) for i in wanted if int(i) not in got]
     if missing:
         raise FormatError(info.path, "frames", "the decoder produced no frame for indices",
@@ -317,19 +341,59 @@ def _check_indices(info: VideoInfo, frame_indices) -> np.ndarray:
     return index
 
 
+def _check_scale(info: VideoInfo, scale) -> tuple[int, int]:
+    if (not isinstance(scale, (tuple, list)) or len(scale) != 2
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0
+                       for v in scale)):
+        raise ValueError(f"{info.path}: scale must be a (height, width) pair of positive "
+                         f"ints or None, got {scale!r}")
+    return int(scale[0]), int(scale[1])
+
+
+def _check_threads(threads) -> int:
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    return int(threads)
+
+
+def decoder_threads(cores: int, workers: int = 1) -> int:
+    """Decoder threads of each of `workers` decoding processes sharing `cores` cores:
+    cores // workers, at least 1 (so decoding never starts more threads than cores)."""
+    return max(1, int(cores) // max(1, int(workers)))
+
+
+def _frame_rgb(reformatter: VideoReformatter, frame: av.VideoFrame,
+               scale: tuple[int, int] | None) -> np.ndarray:
+    """One decoded frame as (H, W, 3) uint8 RGB, scaled by swscale when `scale` is given.
+    One `reformatter` per clip keeps its swscale context (about 0.4 ms a frame saved
+    against a new context per frame, as `frame.to_ndarray` makes); same pixels."""
+    if scale is None:
+        return reformatter.reformat(frame, format="rgb24").to_ndarray()
+    return reformatter.reformat(frame, width=scale[1], height=scale[0], format="rgb24",
+                                interpolation=SWS_SCALE_FLAGS).to_ndarray()
+
+
 def _decode_wanted(info: VideoInfo, wanted: np.ndarray, *, seek: bool,
-                   opener: Opener | None = None) -> dict[int, np.ndarray]:
-    """Decode from a keyframe (or the start) until every wanted frame is held."""
+                   opener: Opener | None = None, scale: tuple[int, int] | None = None,
+                   threads: int = 1, skip: bool = False) -> dict[int, np.ndarray]:
+    """Decode from a keyframe (or the start) until every wanted frame is held; `skip`:
+    unwanted non-reference frames are not decoded (needs frames indexed by packets)."""
     first, last, wanted_set, got = int(wanted[0]), int(wanted[-1]), set(wanted.tolist()), {}
     with _open(info.path, opener) as container:
         stream = container.streams[info.stream_index]
+        stream.codec_context.thread_count = threads
+        stream.codec_context.thread_type = "AUTO" if threads > 1 else "SLICE"
         key = info.keyframe_at_or_before(first) if seek else 0
         if key > 0:
             container.seek(int(info.pts[key]), stream=stream, backward=True)
         try:
-            for i, frame in _indexed_frames(info, container, stream):
+            unwanted, reformatter = None, VideoReformatter()
+            if skip and info.indexed_by == "packets":
+                wanted_pts = frozenset(info.pts[wanted].tolist())
+                unwanted = wanted_pts.__contains__
+            for i, frame in _indexed_frames(info, container, stream, unwanted):
                 if i in wanted_set:
-                    got[i] = frame.to_ndarray(format="rgb24")
+                    got[i] = _frame_rgb(reformatter, frame, scale)
                 if i >= last or len(got) == len(wanted_set):
                     break
         except av.error.FFmpegError as exc:
@@ -338,9 +402,11 @@ def _decode_wanted(info: VideoInfo, wanted: np.ndarray, *, seek: bool,
     return got
 
 
-def _indexed_frames(info: VideoInfo, container, stream) -> Iterator[tuple[int, av.VideoFrame]]:
-    """(frame index, frame) pairs: by pts when indexed by packets, else by decode order."""
-    for count, frame in enumerate(_decoded_frames(container, stream)):
+def _indexed_frames(info: VideoInfo, container, stream, wanted=None
+                    ) -> Iterator[tuple[int, av.VideoFrame]]:
+    """(frame index, frame) pairs: by pts when indexed by packets, else by decode order;
+    `wanted(pts)`: see `_decoded_frames`."""
+    for count, frame in enumerate(_decoded_frames(container, stream, wanted)):
         if info.indexed_by == "decode":
             yield count, frame
             continue
@@ -351,9 +417,15 @@ def _indexed_frames(info: VideoInfo, container, stream) -> Iterator[tuple[int, a
             yield i, frame
 
 
-def _decoded_frames(container, stream) -> Iterator[av.VideoFrame]:
-    """Every frame the decoder outputs from the current position (tests count these)."""
+def _decoded_frames(container, stream, wanted=None) -> Iterator[av.VideoFrame]:
+    """Every frame the decoder outputs from the current position (tests count these).
+    `wanted(pts)` (None: every frame is): a packet whose pts it refuses is decoded with
+    skip_frame "NONREF", so its frame is dropped unless others refer to it."""
+    context = stream.codec_context
     for packet in container.demux(stream):
+        if wanted is not None:
+            unused = packet.size > 0 and packet.pts is not None and not wanted(packet.pts)
+            context.skip_frame = "NONREF" if unused else "DEFAULT"
         yield from packet.decode()
 
 

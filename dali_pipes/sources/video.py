@@ -85,12 +85,13 @@ class VideoFolderSource(ClipSource):
         segment, key = remux_segment(info, int(frames[0]), int(frames.max()))
         return segment, int(frames[0]) - key
 
-    def decode_clip(self, index: int, frames: np.ndarray) -> np.ndarray:
-        """(T, H, W, 3) uint8 RGB frames decoded with PyAV (the CPU fallback)."""
+    def decode_clip(self, index: int, frames: np.ndarray, **decode) -> np.ndarray:
+        """(T, H, W, 3) uint8 RGB frames decoded with PyAV (the CPU fallback); `decode`:
+        `decode_frames_pyav`'s scale and threads."""
         if self.videos is not None:
             self.info(index)
-            return self.videos.decode(int(index) // self.views_per_video, frames)
-        return decode_frames_pyav(self.path(index), frames, info=self.info(index))[0]
+            return self.videos.decode(int(index) // self.views_per_video, frames, **decode)
+        return decode_frames_pyav(self.path(index), frames, info=self.info(index), **decode)[0]
 
     def fetched(self) -> tuple[int, int]:
         """(bytes, requests) read from the store in this process ((0, 0) for local files)."""

@@ -107,9 +107,9 @@ class VideoShardSource(ClipSource):
         self.info(index)
         return self.videos.segment(int(index) // self.views_per_video, frames)
 
-    def decode_clip(self, index: int, frames: np.ndarray) -> np.ndarray:
+    def decode_clip(self, index: int, frames: np.ndarray, **decode) -> np.ndarray:
         self.info(index)
-        return self.videos.decode(int(index) // self.views_per_video, frames)
+        return self.videos.decode(int(index) // self.views_per_video, frames, **decode)
 
     def fetched(self) -> tuple[int, int]:
         """(bytes, requests) read for the videos in this process (the listing not counted)."""

@@ -85,11 +85,12 @@ class StoreVideos:
                                      opener=obj.open)
         return segment, int(frames[0]) - key
 
-    def decode(self, video: int, frames: np.ndarray) -> np.ndarray:
-        """(T, H, W, 3) uint8 RGB frames decoded with PyAV over range reads."""
+    def decode(self, video: int, frames: np.ndarray, **decode) -> np.ndarray:
+        """(T, H, W, 3) uint8 RGB frames decoded with PyAV over range reads; `decode`:
+        `decode_frames_pyav`'s scale and threads."""
         obj = self.object(video)
         return decode_frames_pyav(self.names[video], frames, info=self.info(video),
-                                  opener=obj.open)[0]
+                                  opener=obj.open, **decode)[0]
 
     def stats(self) -> tuple[int, int]:
         """(bytes, requests) asked of the store for these videos in this process."""

@@ -21,6 +21,7 @@ MEAN = torch.tensor(IMAGENET_MEAN).view(3, 1, 1) * 255
 STD = torch.tensor(IMAGENET_STD).view(3, 1, 1) * 255
 T, STRIDE, SIZE, SHORT = 4, 2, 16, 20
 CROP = dict(clip_length=T, stride=STRIDE, size=SIZE, resize="short_side", short_side=SHORT)
+EXACT = {"scaled_decode": False}  # full-size decode + torchvision: what `_reference` computes
 
 
 def _textured(rng, n_frames, height, width):
@@ -90,7 +91,7 @@ def _shapes(loader, indices):
 
 
 def test_train_crops_flips_and_starts_follow_the_plan_on_both_backends(wide):
-    dali, ref = _all(_loader(wide, "dali")), _all(_loader(wide, "torch"))
+    dali, ref = _all(_loader(wide, "dali")), _all(_loader(wide, "torch", **EXACT))
     assert torch.equal(dali["index"], ref["index"])
     assert torch.equal(dali["timestamps"], ref["timestamps"])  # the same clip starts
     assert dali["frames"].shape == (4, T, 3, SIZE, SIZE)
@@ -232,13 +233,13 @@ def test_pyav_fallback_clips_are_cut_in_the_feed_with_the_plans_window(tmp_path)
     for i in range(3):  # H.264: no CPU decoder in DALI, so PyAV decodes in the feed
         write_video(tmp_path / "v" / f"class_{i % 2}" / f"h264_{i}.mp4",
                     _textured(rng, 12, 36, 64), codec="libx264")
-    dali = _all(_loader(tmp_path / "v", "dali"))
-    ref = _all(_loader(tmp_path / "v", "torch"))
+    dali = _all(_loader(tmp_path / "v", "dali", **EXACT))
+    ref = _all(_loader(tmp_path / "v", "torch", **EXACT))
     assert torch.equal(dali["index"], ref["index"])
     assert torch.equal(dali["timestamps"], ref["timestamps"])
     # the same decode and the same torchvision call: equal up to float rounding
     torch.testing.assert_close(dali["frames"], ref["frames"], atol=1e-4, rtol=0)
-    loader = _loader(tmp_path / "v", "torch")
+    loader = _loader(tmp_path / "v", "torch", **EXACT)
     index = ref["index"].numpy()
     windows = _windows(loader, index, [36] * 3, [64] * 3)
     for row, i in enumerate(index.tolist()):

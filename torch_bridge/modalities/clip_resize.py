@@ -8,6 +8,8 @@ crops) it there with the same call, which is cheaper than DALI's CPU resize (mea
 docs/measurements.md), ships an eighth of the bytes from feed workers, and gives the same
 pixels as the torch path. The video graph then resizes only the clips DALI decodes itself
 (dali_pipes.pipelines.video), from the window `roi_feeds` / `crop_feeds` give it.
+`decode_scaled` is the `scaled_decode` option's counterpart of `resize_clip` (both paths):
+the decoder scales the frames (swscale), the window is then cut in numpy.
 """
 from __future__ import annotations
 
@@ -80,3 +82,29 @@ def crop_feeds(samples: list[dict], crop: bool, repeats=None) -> dict[str, np.nd
     if repeats is not None:
         out = {name: np.repeat(v, repeats, axis=0) for name, v in out.items()}
     return out
+
+
+def decode_scaled(decode_clip, size: tuple[int, int] | None,
+                  window: np.ndarray | None = None) -> np.ndarray:
+    """A clip whose frames leave the decoder scaled (the `scaled_decode` option): to `size`,
+    or to the window's resized shape and then cut to `size` at its (top, left), the same
+    geometry as `resize_crop`; the scaling is swscale's bilinear filter instead of
+    torchvision's antialiased one (agreement measured in docs/measurements.md).
+
+    Args:
+        decode_clip: called with `scale=(height, width) | None`, returns (T, H, W, 3) uint8
+            (a source's `decode_clip` with its index and frames bound).
+        size: output (height, width), or None for native resolution.
+        window: the clip's crop window (see `resize_crop`), or None.
+
+    Returns:
+        (T, size[0], size[1], 3) uint8, C-contiguous.
+    """
+    if size is None:
+        return decode_clip(scale=None)
+    shape = tuple(size) if window is None else (int(window[0]), int(window[1]))
+    clip = decode_clip(scale=(int(shape[0]), int(shape[1])))
+    if window is None:
+        return clip
+    top, left = int(window[2]), int(window[3])
+    return np.ascontiguousarray(clip[:, top:top + int(size[0]), left:left + int(size[1])])

@@ -50,14 +50,16 @@ class FusionModality(VideoModality):
                  short_side: int | None = None, views=None, imu_offset: float = 0.0,
                  imu_method: str = "linear", max_gap=None, device: str = "cpu",
                  storage_options: dict | None = None, cache_dir: str | None = None,
-                 cache_limit: int | None = None):
+                 cache_limit: int | None = None, scaled_decode: bool = True,
+                 decode_threads: int = 0):
         self._imu_options = dict(imu_offset=imu_offset, imu_method=imu_method,
                                  max_gap=max_gap)
         super().__init__(data, seed=seed, clip_length=clip_length, stride=stride, size=size,
                          train=train, clips_per_video=clips_per_video, pad=pad,
                          resize=resize, short_side=short_side, views=views, device=device,
                          storage_options=storage_options, cache_dir=cache_dir,
-                         cache_limit=cache_limit)
+                         cache_limit=cache_limit, scaled_decode=scaled_decode,
+                         decode_threads=decode_threads)
 
     def _make_source(self, data, **clip_options):  # lists the folders once, with the IMU
         return video_source(data, remote=self._remote, imu=self._imu_options, **clip_options)
