@@ -17,6 +17,7 @@ Stages, where the backend can tell:
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any
@@ -101,7 +102,8 @@ class LoaderStats:
         is no longer the current one (a superseded iterator closed late)."""
         if run is None or run is not self.current:
             return
-        self._settle()
+        if not sys.is_finalizing():  # a pass closed at exit stats no files (lazy sizes)
+            self._settle()
         run.t_end, run.finished, run.skipped_end = perf_counter_ns(), finished, skipped_now
         self.last, self.current = run, None
         self._ended = _totals(run, self._ended)

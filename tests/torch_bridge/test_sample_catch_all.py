@@ -1,7 +1,8 @@
 """on_error="skip" catches every per-sample failure (any Exception, not only OSError /
 ValueError / RuntimeError) on both backends and in the check tool: Pillow's
-DecompressionBombError for a GIF frame beyond its logical screen, pycocotools'
-OverflowError for a run length out of range. Every frame counts against max_pixels."""
+DecompressionBombError for a GIF frame beyond its logical screen. Every frame counts against
+max_pixels. (A COCO run length out of range, which made pycocotools raise OverflowError, is
+now refused when the file is opened.)"""
 from __future__ import annotations
 
 import io
@@ -68,40 +69,29 @@ def test_check_reports_the_gif_and_goes_on(gif_folder, capsys, extra, reason):
     assert "checked 9 files, 1 bad" in out
 
 
-@pytest.fixture(scope="module")
-def bad_rle(tmp_path_factory):
-    """A detection set whose image 2 has an RLE whose counts add up to height x width but
-    hold a negative run: pycocotools raises OverflowError decoding it."""
-    root = write_detection_folder(tmp_path_factory.mktemp("det") / "d", n_images=6, seed=1)
+def test_an_rle_that_would_overflow_fails_the_file_on_open(tmp_path):
+    """A run length out of range made pycocotools raise OverflowError per sample; the COCO
+    reader now refuses it when the file is opened, naming the annotation and the field."""
+    root = write_detection_folder(tmp_path / "d", n_images=6, seed=1)
     doc = json.loads((root / "instances.json").read_text())
     image = doc["images"][2]
     h, w = image["height"], image["width"]
     victim = next(a for a in doc["annotations"] if a["image_id"] == image["id"])
     victim["segmentation"] = {"size": [h, w], "counts": [-5, h * w + 5]}
     (root / "instances.json").write_text(json.dumps(doc))
-    from dali_pipes.sources.detection import DetectionSource
-    files = [str(f) for f in DetectionSource(root).files]
-    return root, next(i for i, f in enumerate(files) if f.endswith(image["file_name"]))
+    with pytest.raises(ValueError, match=r"segmentation\.counts"):
+        _loader(root, "torch", "detection", masks=True, on_error="skip")
 
 
-@pytest.mark.parametrize("backend", ["dali", "torch"])
-def test_an_overflowing_rle_is_one_skipped_sample(bad_rle, backend):
-    root, bad = bad_rle
-    loader = _loader(root, backend, "detection", masks=True, on_error="skip")
-    seen = [i for b in loader for i in b["index"].tolist()]
-    assert seen == [i for i in range(6) if i != bad]
-    assert [s.index for s in loader.skipped] == [bad]
-    assert "OverflowError" in loader.skipped[0].reason
-
-
-def test_the_torch_backends_workers_skip_it_too(bad_rle):
-    root, bad = bad_rle
-    loader = make_loader("detection", root, backend="torch", batch_size=4, size=16,
-                         shuffle=False, masks=True, on_error="skip",
+def test_the_torch_backends_workers_skip_it_too(gif_folder):
+    """The catch-all holds in DataLoader worker processes as in the main one."""
+    loader = make_loader("image", gif_folder, backend="torch", batch_size=4, size=16,
+                         shuffle=False, on_error="skip", max_pixels=OVER_PILLOW,
                          reference={"num_workers": 2})
     seen = [i for b in loader for i in b["index"].tolist()]
-    assert seen == [i for i in range(6) if i != bad]
-    assert [s.index for s in loader.skipped] == [bad]
+    assert seen == list(range(8))
+    assert [s.index for s in loader.skipped] == [8]
+    assert "DecompressionBombError" in loader.skipped[0].reason
 
 
 def test_keyboard_interrupt_is_not_a_bad_sample():
