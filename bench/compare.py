@@ -57,30 +57,41 @@ EXCEPTION_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*)\w*(Error|Exception|Exit|Int
 SPREAD = ("samples_per_s", "cpu_ms_per_sample")  # reported as [min, max] over rounds
 
 
+class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The module docstring as written, every option with its default (an option without
+    one says in its help what happens when it is not given)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--modality", choices=registry.names(), default="image")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=_Help)
+    p.add_argument("--modality", choices=registry.names(), default="image",
+                   help="the kind of data")
     p.add_argument("--data", help="your data folder (default: built-in sample data)")
     p.add_argument("--sample", choices=["default", "large"], default="default",
                    help="built-in image set when there is no --data: default (640 JPEGs of "
                    "500x375) or large (48 photos of 3000-6000 px, baseline and progressive)")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="samples per batch")
     p.add_argument("--steps", type=int, default=30, help="timed steps per backend")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before timing")
-    p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
+    p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto",
+                   help="where batches go; auto: cuda when there is a GPU")
     p.add_argument("--json", type=Path, help="also write the results as JSON here")
     p.add_argument("--plot", type=Path, help="also write a PNG here: samples/s per backend "
                    "and data-wait distributions (bench/plots.py)")
     p.add_argument("--backends", help="comma-separated subset (default for images: dali, "
                    "torch, classic, dali-stock, adapter, dali:throughput); dali:<preset> "
                    "runs our DALI backend with that decode preset")
-    p.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3); "
-                   "medians with the min-max spread")
+    p.add_argument("--repeats", type=int, default=3, help="interleaved rounds; medians "
+                   "with the min-max spread")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (torch paths)")
     p.add_argument("--threads", type=int, default=2, help="DALI threads for stock DALI")
-    p.add_argument("--config", help="decode preset for our DALI backend (default: default)")
-    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--config", help="decode preset for our DALI backend (None: default)")
+    p.add_argument("--size", type=int, default=224, help="output image side in pixels")
     p.add_argument("--on-error", choices=["raise", "skip"], default="raise",
                    help="bad samples: raise (the row fails, with the cause) or skip them "
                    "(our dali and torch loaders; the table counts the skipped samples)")

@@ -86,3 +86,14 @@ def test_sample_data_creation_shows_progress_lines(tmp_path, monkeypatch, capsys
     err = capsys.readouterr().err.splitlines()
     assert folder.is_dir() and folder.parent == tmp_path
     assert err and err[-1].endswith("ETA 0s") and "2/2 (100%)" in err[-1], err
+
+
+def test_help_gives_every_default(capsys):
+    from bench.compare import parse_args
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("samples per batch (default: 64)", "(default: 30)", "(default: auto)",
+                  "output image side in pixels (default: 224)"):
+        assert shown in text
+    assert "(default: None)" not in text
