@@ -47,6 +47,18 @@ def annotation_path(images_dir: str | os.PathLike, annotations: str | os.PathLik
     return Path(images_dir) / given
 
 
+def _local_coco(images_dir, annotations, single: bool) -> CocoDataset:
+    """The COCO file of a local images folder; FileNotFoundError naming the option when
+    there is none (the default, "instances.json" inside the folder, is only a guess)."""
+    path = annotation_path(images_dir, annotations, single)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: no COCO annotation file for the images in {images_dir}; pass "
+            f"annotations= (the COCO JSON's path, or its name inside the images folder; "
+            f"default {annotations!r})")
+    return open_coco(path)
+
+
 class AnnotatedImages(Source):
     """What every detection source shares: `files` (one image each) and the flattened
     annotation rows of image i at `rows(i)` (`offsets` has len(files) + 1 entries)."""
@@ -98,7 +110,7 @@ class DetectionSource(AnnotatedImages):
         if self.store is not None:
             self.datasets = [self._remote_coco(f, annotations) for f in self.roots]
         else:
-            self.datasets = [open_coco(annotation_path(f, annotations, len(folders) == 1))
+            self.datasets = [_local_coco(f, annotations, len(folders) == 1)
                              for f in folders]
         self._union_categories()
         self._flatten(crowd == "drop")

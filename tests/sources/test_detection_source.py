@@ -93,3 +93,12 @@ def test_two_sources_share_one_label_space(folder, tmp_path):
     (other / "instances.json").write_text(json.dumps(doc))
     with pytest.raises(FormatError, match="category 1.name: differs"):
         DetectionSource([folder, other])
+
+
+def test_a_missing_annotation_file_names_the_option(tmp_path):
+    from dali_pipes.sources.detection import DetectionSource
+    images = tmp_path / "images"
+    images.mkdir()
+    with pytest.raises(FileNotFoundError, match=r"instances\.json: no COCO annotation file "
+                                                r".*pass annotations="):
+        DetectionSource(images)
