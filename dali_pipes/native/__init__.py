@@ -28,6 +28,17 @@ from dali_pipes.native.builder import SOURCES, build, cache_dir
 # the libraries (sources NAME.cc) the graphs may ask for
 OPERATORS = ("resize_op", "policy_op", "photometric_op", "decode_crop_op")
 
+def _run_as_is(fn):
+    """`fn` marked for DALI's AutoGraph as code to run as it is: graphs with conditionals
+    ask for their operators while they are traced, and the build's file checks and loops
+    are no graph code (converted, they broke the build)."""
+    try:
+        from nvidia.dali.pipeline import do_not_convert
+    except ImportError:  # no DALI: nothing traces
+        return fn
+    return do_not_convert(fn)
+
+
 _lock = threading.Lock()
 _loaded: dict[str, str | None] = {}
 _reasons: dict[str, str] = {}
@@ -51,6 +62,7 @@ def _build_and_load(name: str) -> str:
     return path
 
 
+@_run_as_is
 def library(name: str) -> str | None:
     """Path of the loaded native library `name` (e.g. "policy_op"), or None (see why_not)."""
     with _lock:
@@ -71,6 +83,7 @@ def library(name: str) -> str | None:
         return path
 
 
+@_run_as_is
 def wanted(name: str, fused: bool | None, what: str) -> bool:
     """Whether a graph step uses library `name` (a fused operator, described as `what` in
     errors): never with `fused` False; with None where it loads; with True it must load,
