@@ -179,8 +179,11 @@ def check_cores(usable: int | None, total: int | None) -> Check:
     detail = f"{usable} usable of {total}"
     if usable is None:
         return Check("cpu cores", "info", f"{total} (affinity unknown)")
-    low, high = max(1, usable // 2), max(1, usable * 3 // 4)
-    workers = f"start with num_workers around {low if low == high else f'{low}-{high}'}"
+    from torch_bridge.reference import ReferenceOptions
+    default = ReferenceOptions.num_workers
+    low, high = max(default, usable // 2), max(default, usable * 3 // 4)
+    workers = (f"the torch backend's DataLoader starts {default} workers; with these cores "
+               f"try reference={{'num_workers': {low if low == high else f'{low}-{high}'}}}")
     if usable < 4:
         return Check("cpu cores", "warn", detail, f"few cores: decoding on CPU will be slow; "
                      f"{workers}")

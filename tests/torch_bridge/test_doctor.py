@@ -114,7 +114,10 @@ def test_cores_and_packages():
     assert doctor.check_cores(2, 2).status == "warn"
     limited = doctor.check_cores(8, 64)
     assert limited.status == "info" and "affinity" in limited.detail
-    assert "4-6" in doctor.check_cores(8, 8).advice
+    assert "'num_workers': 4-6" in doctor.check_cores(8, 8).advice
+    # the advice never goes below the default it names
+    assert "starts 2 workers" in doctor.check_cores(2, 2).advice
+    assert "'num_workers': 2}" in doctor.check_cores(2, 2).advice
     assert doctor.check_torch("2.5.0", None, None).status == "warn"
     assert doctor.check_torch(None, None, None).status == "fail"
     assert doctor.check_dali(None, None).status == "fail"
