@@ -22,7 +22,8 @@ import numpy as np
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.files import read_file_bytes
-from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size
+from dali_pipes.formats.image_kind import prepare_image
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.image import ImageFolderSource, check_max_pixels
 from dali_pipes.sources.protocol import Source
 
@@ -120,10 +121,10 @@ class HFImageSource(Source):
                           f"got {type(value).__name__}")
 
     def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
-        """(bytes, (height, width)); FormatError when the image is not a sound JPEG or
-        exceeds `max_pixels`."""
-        data = self.read(index)
-        return data, jpeg_size(data, self.path(index), max_pixels=self.max_pixels)
+        """(bytes, (height, width)); FormatError when the value is no complete, sound image
+        or exceeds `max_pixels`. Every format class folders take (JPEG, PNG, WebP, BMP,
+        TIFF, GIF, JPEG 2000; `prepare_image`, as for files)."""
+        return prepare_image(self.read(index), self.path(index), max_pixels=self.max_pixels)
 
     def _value(self, index: int) -> Any:
         if not 0 <= int(index) < len(self):

@@ -207,3 +207,27 @@ def test_a_negative_label_is_refused(folder, tmp_path):
     ds = _labelled(folder, tmp_path, [0, -1, 1])
     with pytest.raises(FormatError, match=r"\[row 1\].*label.*label -1 is negative"):
         make_loader("image", ds, **OPTS)
+
+
+@pytest.mark.parametrize("backend", ["dali", "torch"])
+def test_every_image_format_folders_take(tmp_path, backend):
+    """PNG, WebP and BMP rows load as they do from class folders of the same files."""
+    folder = tmp_path / "mixed"
+    for i, fmt in enumerate(["PNG", "WEBP", "BMP", "PNG", "WEBP", "JPEG"]):
+        out = folder / f"class_{i % 2}" / f"img_{i}.{fmt.lower()}"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pixels = (torch.arange(40 * 30 * 3) * (i + 7) % 251).to(torch.uint8)
+        PIL.Image.fromarray(pixels.reshape(30, 40, 3).numpy()).save(
+            out, format=fmt, **({"lossless": True} if fmt == "WEBP" else {}))
+    files = sorted(folder.glob("class_*/*"))
+    features = datasets.Features({"img": datasets.Image(),
+                                  "y": datasets.ClassLabel(names=["class_0", "class_1"])})
+    ds = _parquet(tmp_path, {"img": [{"bytes": f.read_bytes(), "path": str(f)} for f in files],
+                             "y": [int(f.parent.name[-1]) for f in files]}, features)
+    got = _batches(make_loader("image", ds, backend=backend, image_column="img",
+                               label_column="y", **OPTS))
+    want = _batches(make_loader("image", folder, backend=backend, **OPTS))
+    assert sum(len(b["index"]) for b in got) == len(files)
+    for g, w in zip(got, want, strict=True):
+        for name in w:
+            assert torch.equal(g[name], w[name]), name
