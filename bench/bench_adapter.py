@@ -48,7 +48,7 @@ import torch
 from torch.utils.data import Dataset, Sampler, SequentialSampler
 
 from dali_pipes.augment import image_params
-from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.pipelines.config import load_config
 from dali_pipes.pipelines.image import build_image_pipeline
 from dali_pipes.sources import ImageFolderSource
@@ -95,8 +95,7 @@ class _ProxyItems(Dataset):
     def __getitem__(self, key):
         epoch, index = key
         data, label = self.dataset[index]
-        jpeg = as_jpeg_array(data)
-        h, w = jpeg_size(jpeg, f"item {index}")
+        jpeg, (h, w) = prepare_image(as_jpeg_array(data), f"item {index}")
         window, flip = image_params(self.seed, epoch, np.array([index]), np.array([h]),
                                     np.array([w]), size=self.size, train=self.train)
         window = window[0].astype(np.int32)

@@ -21,7 +21,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, SequentialSampler
 
 from dali_pipes.augment import image_params
-from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.formats.image_kind import prepare_image
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig, load_config
 from torch_bridge.dali_engine import DaliEngine
@@ -32,7 +33,8 @@ from torch_bridge.workers import start_workers, stop_workers
 
 
 def as_jpeg_array(data) -> np.ndarray:
-    """Encoded bytes as a 1-D uint8 numpy array (no copy where possible)."""
+    """Encoded image bytes (any format class folders take) as a 1-D uint8 numpy array (no
+    copy where possible)."""
     if isinstance(data, (bytes, bytearray, memoryview)):
         return np.frombuffer(data, dtype=np.uint8)
     if isinstance(data, torch.Tensor):
@@ -40,7 +42,8 @@ def as_jpeg_array(data) -> np.ndarray:
     if isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1:
         return np.ascontiguousarray(data)
     shape = getattr(data, "shape", None)
-    raise TypeError(f"expected the encoded JPEG as bytes, a 1-D uint8 numpy array or a "
+    raise TypeError(f"expected the encoded image (JPEG, PNG, WebP, ...) as bytes, a 1-D "
+                    f"uint8 numpy array or a "
                     f"uint8 tensor, got {type(data).__name__} (dtype "
                     f"{getattr(data, 'dtype', None)}, shape {shape})")
 
@@ -72,9 +75,9 @@ class EncodedItems(Dataset):
         index = int(index)
         try:
             data, label = self.dataset[index]
-            jpeg = as_jpeg_array(data)
-            size = jpeg_size(jpeg, f"{self.name}[{index}]")
-            return index, jpeg, size, int(label), None
+            encoded, size = prepare_image(as_jpeg_array(data), f"{self.name}[{index}]",
+                                          max_pixels=DEFAULT_MAX_PIXELS)
+            return index, encoded, size, int(label), None
         except Exception as exc:  # user code: carried to the consumer and raised there
             return index, None, (0, 0), 0, f"{type(exc).__name__}: {exc}"
 
