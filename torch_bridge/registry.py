@@ -88,11 +88,9 @@ class ModalitySpec:
             cls = kind.modality_class()
             for name, default in option_defaults(cls.option_groups).items():
                 out.setdefault(name, default)
-            inits = [vars(c)["__init__"] for c in cls.__mro__ if "__init__" in vars(c)]
-            for init in inits[:-1]:  # every constructor taking options on (not object's)
-                for name, param in inspect.signature(init).parameters.items():
-                    if name not in _NOT_OPTIONS and param.kind is param.KEYWORD_ONLY:
-                        out.setdefault(name, param.default)
+            for name, param in inspect.signature(cls).parameters.items():
+                if name not in _NOT_OPTIONS and param.kind is param.KEYWORD_ONLY:
+                    out.setdefault(name, param.default)
         return out
 
     def kind_for(self, data, options: Mapping[str, Any] | None = None) -> Kind:

@@ -5,9 +5,10 @@ as class folders behind URLs (`s3://bucket/train/<class>/<clip>/`) or packed int
 
 Same options, batch schema and clip sampling as `VideoModality` ("frames" (B, T, 3, H, W)
 float32 normalized, "timestamps" (B, T) float64, "label", "index"); `make_loader` picks this
-class when `data` is a frame-folder tree (`is_frame_folder_tree`). DALI backend: the source
-reads the clip's JPEG files, the batch's B x T frames go flat through one decoder (nvJPEG /
-the hardware JPEG decoder with `mixed` on the GPU), resize and flip / normalize
+class when `data` holds frame folders (`dali_pipes.sources.frame_data.is_frame_data`). DALI
+backend: the source reads the clip's JPEG files, the batch's B x T frames go flat through
+one decoder (nvJPEG / the hardware JPEG decoder with `mixed` on the GPU), resize and flip /
+normalize
 (`dali_pipes.pipelines.video_frames`), and `regroup` (called by `transfer.attach_meta`)
 makes the (B, T, ...) clips; a failing batch is decoded clip by clip (`sample_feeds`) to
 name the culprit. Torch backend: `torchvision.io.decode_jpeg`, antialiased bilinear resize and
@@ -27,6 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from dali_pipes.clip_crops import ClipResize
+from dali_pipes.clips import LoaderPad
 from dali_pipes.pipelines import video_frames as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.frame_data import frame_source
@@ -44,11 +47,17 @@ class FrameFolderModality(ClipModality):
     dali_outputs, variable_outputs = graph.OUTPUTS, graph.VARIABLE_OUTPUTS
     source_class = FrameFolderSource
 
-    def __init__(self, data, *, storage_options: dict | None = None,
-                 cache_dir: str | None = None, cache_limit: int | None = None, **options):
+    def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
+                 size=224, train: bool = True, clips_per_video: int = 1,
+                 pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
+                 short_side: int | None = None, views=None,
+                 storage_options: dict | None = None, cache_dir: str | None = None,
+                 cache_limit: int | None = None):
         self._remote = {"storage_options": storage_options, "cache_dir": cache_dir,
                         "cache_limit": cache_limit}
-        super().__init__(data, **options)
+        super().__init__(data, seed=seed, clip_length=clip_length, stride=stride, size=size,
+                         train=train, clips_per_video=clips_per_video, pad=pad,
+                         resize=resize, short_side=short_side, views=views)
         self.multi_source = getattr(self.source, "multi_source", self.multi_source)
 
     def _make_source(self, data, **clip_options):
