@@ -18,6 +18,7 @@ import hashlib
 import io
 import os
 import re
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -52,8 +53,8 @@ class Member(NamedTuple):
 class StoredFrameSource(ClipSource):
     """The frame-folder source over members of a store (subclasses list them)."""
 
-    def _set_folders(self, store, names, stamps: list[Member | None],
-                     frames: list[dict[int, Member]], max_pixels) -> None:
+    def _set_folders(self, store, names, stamps: Sequence[Member | None],
+                     frames: Sequence[dict[int, Member]], max_pixels) -> None:
         self.store, self.max_pixels = store, check_max_pixels(max_pixels)
         self._stamps, self._frames = stamps, frames
         self._names = list(names)
@@ -168,7 +169,8 @@ class RemoteFrameFolderSource(StoredFrameSource):
         for folder, source, stamp in zip(self.files, self.source_ids[::self.views_per_video],
                                          self._stamps, strict=True):
             rel = folder[len(self.roots[source]) + 1:]
-            digest.update(f"{source}\0{rel}\0{stamp.size}\0{stamp.version}\0".encode())
+            size, version = (stamp.size, stamp.version) if stamp else (0, 0)
+            digest.update(f"{source}\0{rel}\0{size}\0{version}\0".encode())
         return f"{len(self.files)} frame folders, sha256 {digest.hexdigest()}"
 
 
@@ -231,7 +233,7 @@ class FrameShardSource(StoredFrameSource):
         labels = np.array([s.label for s in self.samples], np.int64)
         names = [f"{s.shard}:{s.key}" for s in self.samples]
         stamps = [_member(s, TIMESTAMPS) for s in self.samples]
-        frames = [{k: _member(s, e) for k, e in _frame_exts(s)} for s in self.samples]
+        frames = [{k: _at(s, s.members[e]) for k, e in _frame_exts(s)} for s in self.samples]
         self.classes = manifest_classes(self.roots, labels) or tuple(
             str(c) for c in np.unique(labels[labels >= 0]))
         self._set_listing(names, labels, source_ids)
@@ -260,7 +262,9 @@ def _frame_exts(sample: ShardSample) -> list[tuple[int, str]]:
 
 def _member(sample: ShardSample, ext: str) -> Member | None:
     found = sample.members.get(ext)
-    if found is None:
-        return None
+    return None if found is None else _at(sample, found)
+
+
+def _at(sample: ShardSample, found: tuple[str, int, int]) -> Member:
     name, offset, size = found
     return Member(f"{sample.shard}:{name}", sample.shard, offset, size)
