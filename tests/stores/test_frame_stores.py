@@ -18,8 +18,10 @@ from dali_pipes.sources.frame_data import is_frame_data
 from dali_pipes.sources.frame_stores import FrameShardSource, RemoteFrameFolderSource
 from dali_pipes.sources.video_frames import FrameFolderSource
 from dali_pipes.stores.remote import FsspecStore
+from tests.conftest import TinyData
 from tests.stores.servers import MotoS3, RangeServer
 from tests.stores.test_s3_folders import _upload
+from tests.torch_bridge import test_video_frames
 from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import SampleError, make_loader
 from torch_bridge.modalities.video_frames import FrameFolderModality
@@ -46,6 +48,48 @@ def served(tiny_data, tmp_path_factory, s3):
                "s3 folders": _upload(s3, folder, "frames", "train"),
                "s3 shards": _upload(s3, shards, "frameshards", "shards"),
                "http shards": f"{http.url}/{pattern}"}
+
+
+@pytest.fixture(scope="module")
+def frame_shards(tiny_data, tmp_path_factory) -> list[Path]:
+    """The two tiny frame-folder sources packed into shards, a few clips per shard."""
+    base = tmp_path_factory.mktemp("frame_contract")
+    for i, folder in enumerate(tiny_data("frames").two):
+        pack(folder, base / f"shards_{i}", modality="frames", shard_size=40_000,
+             progress=False)
+    return [base / "shards_0", base / "shards_1"]
+
+
+def _garble_frames(source, index: int) -> None:
+    """Overwrite the first bytes of every frame member of sample `index` inside its shard
+    (same sizes: the tar stays valid, the JPEGs do not)."""
+    sample = source.samples[index // source.views_per_video]
+    for ext, (_, offset, size) in sample.members.items():
+        if ext.endswith(".jpg"):
+            with open(sample.shard, "r+b") as f:
+                f.seek(offset)
+                f.write(b"\x00" * min(64, size))
+
+
+class TestFramesShardContract(test_video_frames.TestFramesContract):
+    """The frame-folder loader contract (plan, resume, sharding, sources, on_error) over
+    pack-tool shards; local shards (the store is the only difference from S3 or HTTP
+    shards, whose batches the tests below compare with the local tree's)."""
+
+    @pytest.fixture
+    def tiny(self, frame_shards):
+        return TinyData("frames", frame_shards[0], list(frame_shards))
+
+    def _uninterrupted(self, tiny, backend, scenario="uniform"):
+        self.kind = "frames-shards"  # the contract caches runs by kind
+        try:
+            return super()._uninterrupted(tiny, backend, scenario)
+        finally:
+            self.kind = "frames"
+
+    def break_samples(self, root, modality):
+        _garble_frames(modality.source, 1)
+        return {1}, re.escape(modality.path(1)), "SOI|JPEG|marker"
 
 
 def _opts(backend: str, data, s3, **kw) -> dict:
