@@ -3,8 +3,8 @@
 Layouts (keys the zero-padded sample index in SRC's listing, members in this order):
 - video: `<key>.<mp4|webm|mkv|avi>` (the file as it is) + `<key>.cls`;
 - fusion: the video, `<key>.imu.csv` (its IMU table as it is) + `<key>.cls`;
-- frames: every file of the frame folder as `<key>.<file name>` (`<key>.000000.jpg`, ...,
-  `<key>.timestamps.npy`) + `<key>.cls`;
+- frames: every file of the frame folder as `<key>.<file name>` (`<key>.frame_000000.jpg`,
+  ..., `<key>.timestamps.npy`) + `<key>.cls`;
 - detection (an images folder with its COCO file): `<key>.<image ext>` + `<key>.json`
   (`{"image_id", "height", "width", "annotations": [...]}`, the file's annotation objects
   as they are), and `categories.json` (the file's category table) beside the shards.

@@ -40,7 +40,9 @@ class Kind:
 
     `cls`, `detect` (a predicate on `data`; None: the fallback kind) and `tiny` (a
     `write(root, source) -> Path` test-data writer) are "module:attribute" names;
-    `tiny_options` are make_loader options that keep batches of the tiny data small."""
+    `tiny_options` are make_loader options that keep batches of the tiny data small.
+    `detect(data, options)` also gets make_loader's modality options (e.g. the
+    storage_options that reach data behind URLs)."""
 
     name: str
     cls: str
@@ -56,9 +58,9 @@ class Kind:
         """The tiny test-data writer (imported on first use)."""
         return _resolve(self.tiny)
 
-    def matches(self, data) -> bool:
+    def matches(self, data, options: Mapping[str, Any] | None = None) -> bool:
         """Whether this kind reads `data` (always, for a kind without `detect`)."""
-        return self.detect is None or bool(_resolve(self.detect)(data))
+        return self.detect is None or bool(_resolve(self.detect)(data, options or {}))
 
 
 @dataclass(frozen=True)
@@ -91,9 +93,9 @@ class ModalitySpec:
                     out.setdefault(name, param.default)
         return out
 
-    def kind_for(self, data) -> Kind:
-        """The first kind whose `detect` accepts `data`."""
-        return next(kind for kind in self.kinds if kind.matches(data))
+    def kind_for(self, data, options: Mapping[str, Any] | None = None) -> Kind:
+        """The first kind whose `detect` accepts `data` (read with `options`)."""
+        return next(kind for kind in self.kinds if kind.matches(data, options))
 
     def sample_maker(self) -> Callable:
         """The built-in sample data maker: `make(progress=None) -> Path`."""
@@ -117,7 +119,7 @@ class ModalitySpec:
         unknown = [name for name in options if name not in valid]
         if unknown:
             raise unknown_options_error(unknown, list(valid), keywords, self.name)
-        cls: Any = self.kind_for(data).modality_class()  # a concrete class (its __init__)
+        cls: Any = self.kind_for(data, options).modality_class()  # a concrete class (its __init__)
         check_options(cls, options, where=f"make_loader({self.name!r})")
         takes_device = "device" in inspect.signature(cls).parameters
         return cls(data, seed=seed, **({"device": device} if takes_device else {}), **options)
@@ -135,7 +137,7 @@ REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
     ModalitySpec("video", (
         Kind("frames", "torch_bridge.modalities.video_frames:FrameFolderModality",
              "dali_pipes.testing.tiny_data:frames", _CLIP,
-             detect="dali_pipes.sources.video_frames:is_frame_folder_tree"),
+             detect="dali_pipes.sources.frame_data:is_frame_data"),
         Kind("video", "torch_bridge.modalities.video:VideoModality",
              "dali_pipes.testing.tiny_data:video", _CLIP)),
         schema.VIDEO_SCHEMA,

@@ -97,6 +97,10 @@ class FrameFolderSource(ClipSource):
     def timestamps(self, index: int, frames: np.ndarray) -> np.ndarray:
         return np.array(self.all_timestamps(index)[frames], dtype=np.float64)
 
+    def frame_path(self, index: int, frame: int) -> str:
+        """The file of sample `index`'s frame `frame`."""
+        return os.path.join(self.path(index), frame_name(int(frame)))
+
     def read_jpegs(self, index: int, frames: np.ndarray) -> list[np.ndarray]:
         """The encoded bytes (uint8 (n,)) of each of the clip's frames, in clip order;
         FormatError naming the frame file when one is not a sound JPEG."""
@@ -105,10 +109,9 @@ class FrameFolderSource(ClipSource):
     def read_sized_jpegs(self, index: int, frames: np.ndarray
                          ) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
         """`read_jpegs` and each frame's (height, width) from its header (checked once)."""
-        folder = self.path(index)
         out, sizes = [], []
         for k in np.asarray(frames).tolist():
-            path = os.path.join(folder, frame_name(int(k)))
+            path = self.frame_path(index, k)
             data = read_file_bytes(path)
             sizes.append(jpeg_size(data, path, max_pixels=self.max_pixels))
             out.append(data)

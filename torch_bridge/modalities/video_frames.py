@@ -1,10 +1,14 @@
-"""`modality="video"` over a frame-folder tree (`python -m dali_pipes.frames extract`).
+"""`modality="video"` over a frame-folder tree (`python -m dali_pipes.frames extract`), local,
+as class folders behind URLs (`s3://bucket/train/<class>/<clip>/`) or packed into shards
+(`python -m dali_pipes.pack --modality frames`; `dali_pipes.sources.frame_stores`), with
+`storage_options`, `cache_dir` and `cache_limit` as for videos.
 
 Same options, batch schema and clip sampling as `VideoModality` ("frames" (B, T, 3, H, W)
 float32 normalized, "timestamps" (B, T) float64, "label", "index"); `make_loader` picks this
-class when `data` is a frame-folder tree (`is_frame_folder_tree`). DALI backend: the source
-reads the clip's JPEG files, the batch's B x T frames go flat through one decoder (nvJPEG /
-the hardware JPEG decoder with `mixed` on the GPU), resize and flip / normalize
+class when `data` holds frame folders (`dali_pipes.sources.frame_data.is_frame_data`). DALI
+backend: the source reads the clip's JPEG files, the batch's B x T frames go flat through
+one decoder (nvJPEG / the hardware JPEG decoder with `mixed` on the GPU), resize and flip /
+normalize
 (`dali_pipes.pipelines.video_frames`), and `regroup` (called by `transfer.attach_meta`)
 makes the (B, T, ...) clips; a failing batch is decoded clip by clip (`sample_feeds`) to
 name the culprit. Torch backend: `torchvision.io.decode_jpeg`, antialiased bilinear resize and
@@ -19,15 +23,16 @@ reads only that window; the torch path resizes and crops with `clip_resize.resiz
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 import torch
 
-from dali_pipes.frames import frame_name
+from dali_pipes.clip_crops import ClipResize
+from dali_pipes.clips import LoaderPad
 from dali_pipes.pipelines import video_frames as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
+from dali_pipes.sources.frame_data import frame_source
 from dali_pipes.sources.video_frames import FrameFolderSource
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.clip_resize import crop_feeds, roi_feeds
@@ -41,6 +46,22 @@ class FrameFolderModality(ClipModality):
     name = "video"
     dali_outputs, variable_outputs = graph.OUTPUTS, graph.VARIABLE_OUTPUTS
     source_class = FrameFolderSource
+
+    def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
+                 size=224, train: bool = True, clips_per_video: int = 1,
+                 pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
+                 short_side: int | None = None, views=None,
+                 storage_options: dict | None = None, cache_dir: str | None = None,
+                 cache_limit: int | None = None):
+        self._remote = {"storage_options": storage_options, "cache_dir": cache_dir,
+                        "cache_limit": cache_limit}
+        super().__init__(data, seed=seed, clip_length=clip_length, stride=stride, size=size,
+                         train=train, clips_per_video=clips_per_video, pad=pad,
+                         resize=resize, short_side=short_side, views=views)
+        self.multi_source = getattr(self.source, "multi_source", self.multi_source)
+
+    def _make_source(self, data, **clip_options):
+        return frame_source(data, remote=self._remote, **clip_options)
 
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
@@ -66,7 +87,7 @@ class FrameFolderModality(ClipModality):
         return sample
 
     def _frame_path(self, index: int, frame: int) -> str:
-        return os.path.join(self.path(index), frame_name(int(frame)))
+        return self.source.frame_path(index, frame)
 
     def _clip_resolution(self, index: int, frames, sizes: list[tuple[int, int]]):
         """The clip's one (H, W); ValueError naming the frames when they differ."""
