@@ -19,12 +19,12 @@ from dali_pipes.sources.frame_stores import (
     RemoteFrameFolderSource,
 )
 from dali_pipes.sources.image import class_folder_objects, remote_roots
-from dali_pipes.sources.shard_members import WALK_CHUNK
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
+from dali_pipes.sources.shard_walk import WALK_CHUNK
 from dali_pipes.sources.store_file import ObjectBytes
 from dali_pipes.sources.video_frames import FrameFolderSource, is_frame_folder_tree
-from dali_pipes.sources.video_shards import shard_store
-from dali_pipes.stores.remote import FsspecStore
+from dali_pipes.stores.options import StoreOptions
+from dali_pipes.stores.select import open_store, remote_store
 
 REMOTE_OPTIONS = ("storage_options", "cache_dir", "cache_limit")
 
@@ -38,15 +38,12 @@ def frame_source(data, *, remote: dict, **options):
             ValueError when given for local data.
         options: clip_length, stride, clips_per_video, crops (and max_pixels).
     """
-    given = {k: v for k, v in remote.items() if v is not None}
+    store = remote_store(data, StoreOptions(**remote))
     if is_shard_data(data):
-        store = FsspecStore(**given) if remote_roots(data) else None
         objects = class_folder_objects(data, store) if store is not None else None
         if store is not None and objects is not None:
             return RemoteFrameFolderSource(data, store=store, objects=objects, **options)
         return FrameShardSource(data, store=store, remote=remote, **options)
-    if given:
-        raise ValueError("storage_options, cache_dir and cache_limit apply to URLs only")
     return FrameFolderSource(data, **options)
 
 
@@ -58,10 +55,11 @@ def is_frame_data(data, options: Mapping[str, Any] | None = None) -> bool:
     if not is_shard_data(data):
         return is_frame_folder_tree(data)
     options = options or {}
-    given = {k: options[k] for k in REMOTE_OPTIONS if options.get(k) is not None}
+    given = {k: options[k] for k in REMOTE_OPTIONS if k in options}
     try:
-        store = FsspecStore(**given) if remote_roots(data) else shard_store(data, None)
-        objects = class_folder_objects(data, store) if remote_roots(data) else None
+        remote = remote_store(data, StoreOptions(**given))
+        store = remote or open_store(data)
+        objects = class_folder_objects(data, remote) if remote is not None else None
         if objects is not None:
             return any(_holds_clip_folder(root, found) for root, found in
                        zip(remote_roots(data), objects, strict=True))

@@ -33,8 +33,9 @@ from dali_pipes.sources.remote_folders import Objects
 from dali_pipes.sources.shard_manifest import manifest_classes
 from dali_pipes.sources.shard_members import ShardSample, list_shard
 from dali_pipes.sources.shard_names import flatten, shard_sources
-from dali_pipes.sources.video_shards import shard_store
+from dali_pipes.stores.options import StoreOptions
 from dali_pipes.stores.remote import FsspecStore, is_url
+from dali_pipes.stores.select import open_store
 
 FRAME_MEMBER = re.compile(r"^frame_(\d{6,})\.jpg$")
 
@@ -213,7 +214,7 @@ class FrameShardSource(StoredFrameSource):
                  clips_per_video: int = 1, crops: int = 1, store=None,
                  remote: dict | None = None, max_pixels: int | None = DEFAULT_MAX_PIXELS):
         self._set_clip_options(clip_length, stride, clips_per_video, crops)
-        store = store or shard_store(data, remote)
+        store = store or open_store(data, StoreOptions(**(remote or {})))
         sources = shard_sources(data, store)
         self.multi_source = len(sources) > 1
         self.shards = tuple(flatten(sources))
