@@ -26,13 +26,13 @@ import numpy as np
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size
 from dali_pipes.frames import TIMESTAMPS, frame_name
-from dali_pipes.sources.clip_source import ClipSource
 from dali_pipes.sources.folders import is_hidden
 from dali_pipes.sources.image import check_max_pixels, remote_roots
 from dali_pipes.sources.remote_folders import Objects
 from dali_pipes.sources.shard_manifest import manifest_classes
-from dali_pipes.sources.shard_members import ShardSample, list_shard
+from dali_pipes.sources.shard_members import ShardSample, list_shards, samples_digest
 from dali_pipes.sources.shard_names import flatten, shard_sources
+from dali_pipes.sources.video_frames import FrameClips, checked_timestamps
 from dali_pipes.stores.options import StoreOptions
 from dali_pipes.stores.remote import FsspecStore, is_url
 from dali_pipes.stores.select import open_store
@@ -51,7 +51,7 @@ class Member(NamedTuple):
     version: int | None = None
 
 
-class StoredFrameSource(ClipSource):
+class StoredFrameSource(FrameClips):
     """The frame-folder source over members of a store (subclasses list them)."""
 
     def _set_folders(self, store, names, stamps: Sequence[Member | None],
@@ -86,17 +86,8 @@ class StoredFrameSource(ClipSource):
                 ts = np.load(io.BytesIO(self._read(member).tobytes()), allow_pickle=False)
             except ValueError as exc:
                 raise FormatError(member.name, "npy header", f"unreadable ({exc})") from exc
-            if ts.ndim != 1 or len(ts) == 0:
-                raise ValueError(f"{member.name}: expected a non-empty 1-D array, "
-                                 f"got {ts.shape}")
-            self._timestamps[folder] = ts.astype(np.float64)
+            self._timestamps[folder] = checked_timestamps(ts, member.name)
         return self._timestamps[folder]
-
-    def frame_count(self, index: int) -> int:
-        return len(self.all_timestamps(index))
-
-    def timestamps(self, index: int, frames: np.ndarray) -> np.ndarray:
-        return np.array(self.all_timestamps(index)[frames], dtype=np.float64)
 
     def frame_path(self, index: int, frame: int) -> str:
         """The name of sample `index`'s frame `frame` (an object URL or a shard member)."""
@@ -220,17 +211,9 @@ class FrameShardSource(StoredFrameSource):
         self.shards = tuple(flatten(sources))
         self.roots = tuple(s[0].rsplit("/", 1)[0] if is_url(s[0]) else
                            os.path.dirname(os.path.abspath(s[0])) for s in sources)
-        self.samples: list[ShardSample] = []
-        source_ids, self.ignored, self.truncated = [], 0, []
-        for source, shards in enumerate(sources):
-            for shard in shards:
-                found, ignored, truncated = list_shard(shard, store)
-                self.truncated += [shard] * truncated
-                self.samples += found
-                source_ids += [source] * len(found)
-                self.ignored += ignored
-        if not self.samples:
-            raise ValueError(f"{self.shards[0]}: no samples in {len(self.shards)} shard(s)")
+        listing = list_shards(sources, store)
+        self.samples, source_ids = listing.samples, listing.source_ids
+        self.ignored, self.truncated = listing.ignored, listing.truncated
         labels = np.array([s.label for s in self.samples], np.int64)
         names = [f"{s.shard}:{s.key}" for s in self.samples]
         stamps = [_member(s, TIMESTAMPS) for s in self.samples]
@@ -245,15 +228,8 @@ class FrameShardSource(StoredFrameSource):
 
     def listing_digest(self) -> str:
         """Shard names (not folders), member names and sizes of every sample."""
-        digest = hashlib.sha256()
-        for shard in self.shards:
-            digest.update(os.path.basename(shard).encode() + b"\0")
-        for sample in self.samples:
-            for ext in sorted(sample.members):
-                name, _, size = sample.members[ext]
-                digest.update(f"{name}\0{size}\0".encode())
         return f"{len(self.samples)} frame folders in {len(self.shards)} shards, " \
-               f"sha256 {digest.hexdigest()}"
+               f"sha256 {samples_digest(self.shards, self.samples)}"
 
 
 def _frame_exts(sample: ShardSample) -> list[tuple[int, str]]:

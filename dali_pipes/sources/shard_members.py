@@ -9,6 +9,8 @@ a FormatError naming the shard, the member and the field).
 """
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass, field
 
 from dali_pipes.formats.errors import FormatError
@@ -69,3 +71,43 @@ def _label(sample: Sample) -> int:
         if ext in sample.members:
             return parse_label(sample.small.get(ext), ext)
     return NO_LABEL
+
+
+@dataclass
+class ShardListing:
+    """The samples of every shard of a list of sources, in order."""
+
+    samples: list[ShardSample]
+    source_ids: list[int]  # the source of each sample
+    ignored: int  # members that belong to no sample
+    truncated: list[str]  # the shards that end before their end block
+
+
+def list_shards(sources, store) -> ShardListing:
+    """Every shard of `sources` (one list of shards per source) listed with `list_shard`;
+    ValueError naming the first shard when none holds a sample."""
+    out = ShardListing([], [], 0, [])
+    for source, shards in enumerate(sources):
+        for shard in shards:
+            found, ignored, truncated = list_shard(shard, store)
+            out.samples += found
+            out.source_ids += [source] * len(found)
+            out.ignored += ignored
+            out.truncated += [shard] * truncated
+    if not out.samples:
+        first = next((s for shards in sources for s in shards), "data")
+        raise ValueError(f"{first}: no samples in {sum(map(len, sources))} shard(s)")
+    return out
+
+
+def samples_digest(shards, samples: list[ShardSample]) -> str:
+    """sha256 of the shard names (not folders) and of every sample's member names and
+    sizes: what a resumed loader compares."""
+    digest = hashlib.sha256()
+    for shard in shards:
+        digest.update(os.path.basename(shard).encode() + b"\0")
+    for sample in samples:
+        for ext in sorted(sample.members):
+            name, _, size = sample.members[ext]
+            digest.update(f"{name}\0{size}\0".encode())
+    return digest.hexdigest()

@@ -47,7 +47,28 @@ def is_frame_folder_tree(path) -> bool:
     return False
 
 
-class FrameFolderSource(ClipSource):
+class FrameClips(ClipSource):
+    """What every frame-folder source shares (local, object storage, shards): frame counts
+    and clip timestamps from `all_timestamps(index)`, read once per folder."""
+
+    def all_timestamps(self, index: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def frame_count(self, index: int) -> int:
+        return len(self.all_timestamps(index))
+
+    def timestamps(self, index: int, frames: np.ndarray) -> np.ndarray:
+        return np.array(self.all_timestamps(index)[frames], dtype=np.float64)
+
+
+def checked_timestamps(ts: np.ndarray, where: str) -> np.ndarray:
+    """A folder's timestamps as float64; ValueError naming `where` unless 1-D, not empty."""
+    if ts.ndim != 1 or len(ts) == 0:
+        raise ValueError(f"{where}: expected a non-empty 1-D array, got {ts.shape}")
+    return ts.astype(np.float64)
+
+
+class FrameFolderSource(FrameClips):
     """Class folders of per-frame JPEG folders (or a list of such roots, one per source).
 
     Frames are read without blocking on non-regular files and checked like the image
@@ -85,17 +106,8 @@ class FrameFolderSource(ClipSource):
         folder = int(index) // self.views_per_video
         if folder not in self._timestamps:
             path = os.path.join(self.files[folder], TIMESTAMPS)
-            ts = np.load(path)
-            if ts.ndim != 1 or len(ts) == 0:
-                raise ValueError(f"{path}: expected a non-empty 1-D array, got {ts.shape}")
-            self._timestamps[folder] = ts.astype(np.float64)
+            self._timestamps[folder] = checked_timestamps(np.load(path), path)
         return self._timestamps[folder]
-
-    def frame_count(self, index: int) -> int:
-        return len(self.all_timestamps(index))
-
-    def timestamps(self, index: int, frames: np.ndarray) -> np.ndarray:
-        return np.array(self.all_timestamps(index)[frames], dtype=np.float64)
 
     def frame_path(self, index: int, frame: int) -> str:
         """The file of sample `index`'s frame `frame`."""

@@ -11,7 +11,6 @@ label, fails when read (FormatError naming the shard, the member and the field),
 """
 from __future__ import annotations
 
-import hashlib
 import os
 
 import numpy as np
@@ -22,7 +21,7 @@ from dali_pipes.formats.video import VideoInfo
 from dali_pipes.sources.clip_source import ClipSource
 from dali_pipes.sources.fusion import ImuChannels
 from dali_pipes.sources.shard_manifest import manifest_classes
-from dali_pipes.sources.shard_members import ShardSample, list_shard
+from dali_pipes.sources.shard_members import ShardSample, list_shards, samples_digest
 from dali_pipes.sources.shard_names import flatten, shard_sources
 from dali_pipes.sources.video_store import StoreVideos
 from dali_pipes.stores.options import StoreOptions
@@ -47,17 +46,9 @@ class VideoShardSource(ClipSource):
         self.shards = tuple(flatten(sources))
         self.roots = tuple(s[0].rsplit("/", 1)[0] if is_url(s[0]) else
                            os.path.dirname(os.path.abspath(s[0])) for s in sources)
-        self.samples: list[ShardSample] = []
-        source_ids, self.ignored, self.truncated = [], 0, []
-        for source, shards in enumerate(sources):
-            for shard in shards:
-                found, ignored, truncated = list_shard(shard, self.store)
-                self.samples += found
-                source_ids += [source] * len(found)
-                self.ignored += ignored
-                self.truncated += [shard] * truncated
-        if not self.samples:
-            raise ValueError(f"{self.shards[0]}: no samples in {len(self.shards)} shard(s)")
+        listing = list_shards(sources, self.store)
+        self.samples, source_ids = listing.samples, listing.source_ids
+        self.ignored, self.truncated = listing.ignored, listing.truncated
         labels = np.array([s.label for s in self.samples], np.int64)
         names, bases, sizes = [], [], []
         for sample in self.samples:
@@ -73,15 +64,8 @@ class VideoShardSource(ClipSource):
 
     def listing_digest(self) -> str:
         """Shard names (not folders), member names and sizes of every sample."""
-        digest = hashlib.sha256()
-        for shard in self.shards:
-            digest.update(os.path.basename(shard).encode() + b"\0")
-        for sample in self.samples:
-            for ext in sorted(sample.members):
-                name, _, size = sample.members[ext]
-                digest.update(f"{name}\0{size}\0".encode())
         return f"{len(self.samples)} videos in {len(self.shards)} shards, " \
-               f"sha256 {digest.hexdigest()}"
+               f"sha256 {samples_digest(self.shards, self.samples)}"
 
     def check(self, index: int) -> ShardSample:
         """Sample `index`'s shard sample; FormatError for no video member or a bad label."""
