@@ -44,7 +44,7 @@ def read_categories(roots, store, categories=None) -> list:
             size, _ = store.stat(where)
             raw = store.read_range(where, 0, size).tobytes()
             table = json.loads(raw)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise FormatError(where, "categories", f"missing or unreadable ({exc}); detection "
                               "shards need the category table beside them (or "
                               "categories=[{'id': ..., 'name': ...}, ...])") from exc
@@ -107,8 +107,8 @@ class DetectionShardSource:
         raw = sample.small["json"]
         try:
             doc = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise FormatError(where, "JSON", f"malformed ({exc})") from exc
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise FormatError(where, "JSON", f"malformed ({type(exc).__name__}: {exc})") from exc
         if not isinstance(doc, dict) or not isinstance(doc.get("annotations"), list):
             raise FormatError(where, "annotations", "missing or not a list",
                               expected='{"annotations": [...]}')

@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.sources.store_file import ObjectBytes
-from dali_pipes.stores.tar_index import BAD_LABEL, NO_LABEL, parse_label
+from dali_pipes.stores.tar_index import (
+    BAD_LABEL,
+    MAX_LABEL_BYTES,
+    NO_LABEL,
+    missing_end,
+    parse_label,
+)
 
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./][^.]*)\.([^/]*)$")  # webdataset's key/extension split
 LABEL_EXTS = ("cls", "json")
@@ -70,6 +76,7 @@ def list_shard(shard: str, store) -> tuple[list[ShardSample], int, bool]:
             raise FormatError(shard, "tar header", f"not a tar file ({exc})") from exc
         with tar:
             members, truncated = _files(tar)
+            truncated = truncated or missing_end(f, tar.offset, size)
         samples, ignored = _group(shard, members)
         for sample in samples:
             sample.label = _label(sample, f)
@@ -115,7 +122,7 @@ def _label(sample: ShardSample, f) -> int:
     for ext in LABEL_EXTS:
         if ext in sample.members:
             _, offset, size = sample.members[ext]
-            if size > 4096:
+            if size > MAX_LABEL_BYTES:
                 return BAD_LABEL
             f.seek(offset)
             return parse_label(f.read(size), ext)

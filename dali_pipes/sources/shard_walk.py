@@ -16,6 +16,7 @@ import tarfile
 from dataclasses import dataclass, field
 
 from dali_pipes.formats.errors import FormatError
+from dali_pipes.stores.tar_index import missing_end
 
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./][^.]*)\.([^/]*)$")  # webdataset's key/extension split
 
@@ -52,7 +53,8 @@ def walk_samples(shard: str, store, keep: frozenset[str], *, max_keep: int = 64 
         except tarfile.ReadError as exc:
             raise FormatError(shard, "tar header", f"not a tar file ({exc})") from exc
         with tar:
-            return _group(tar, shard, keep, max_keep)
+            samples, truncated = _group(tar, shard, keep, max_keep)
+            return samples, truncated or missing_end(f, tar.offset)
 
 
 def _group(tar: tarfile.TarFile, shard: str, keep: frozenset[str], max_keep: int
