@@ -106,7 +106,7 @@ class DaliEngine:
             count = pipeline_count(self.config, self.modality, self.dali_device)
             config = self.config if count == 1 else ring_member_config(self.config, count)
             pipes = [self.modality.build_pipeline(
-                device=self.dali_device, batch_size=self.plan.batch_size,
+                device=self.dali_device, batch_size=self.plan.largest_batch,
                 config=config, device_id=self._device_id()) for _ in range(count)]
             pipe = pipes[0] if count == 1 else PipeRing(pipes)
             self._start_feeders()  # before DALI starts its threads: forking is safe here
