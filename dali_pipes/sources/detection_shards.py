@@ -26,7 +26,7 @@ from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.image import check_max_pixels
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
-from dali_pipes.sources.shard_walk import Sample, walk_samples
+from dali_pipes.sources.shard_walk import Sample, walk_samples, warn_truncated
 from dali_pipes.sources.shards import _check_header, _default_store, _parent
 from dali_pipes.stores.tar_index import IMAGE_EXTS
 
@@ -77,7 +77,9 @@ class DetectionShardSource:
         per_source = {s: k for k, source in enumerate(sources) for s in source}
         entries = []
         for shard in self.shards:
-            found, _ = walk_samples(shard, self.store, frozenset({"json"}))
+            found, truncated = walk_samples(shard, self.store, frozenset({"json"}))
+            if truncated:
+                warn_truncated(shard, len(found))
             entries += [(shard, per_source[shard], sample) for sample in found]
         if not entries:
             raise ValueError(f"{self.shards[0]}: no samples in {len(self.shards)} shard(s)")

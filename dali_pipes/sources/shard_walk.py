@@ -13,10 +13,18 @@ from __future__ import annotations
 import os
 import re
 import tarfile
+import warnings
 from dataclasses import dataclass, field
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.stores.tar_index import missing_end
+
+
+def warn_truncated(shard: str, listed: int) -> None:
+    """The warning for a shard whose tar headers end without the end-of-archive block."""
+    warnings.warn(f"{shard}: truncated shard (no end-of-archive block where the headers "
+                  f"end: cut short, or a header that lies about a size); {listed} samples "
+                  f"listed, members after the cut are lost", stacklevel=3)
 
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./][^.]*)\.([^/]*)$")  # webdataset's key/extension split
 

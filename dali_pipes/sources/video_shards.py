@@ -24,6 +24,7 @@ from dali_pipes.sources.fusion import ImuChannels
 from dali_pipes.sources.shard_manifest import manifest_classes
 from dali_pipes.sources.shard_members import ShardSample, list_shard
 from dali_pipes.sources.shard_names import flatten, shard_sources
+from dali_pipes.sources.shard_walk import warn_truncated
 from dali_pipes.sources.video_store import StoreVideos
 from dali_pipes.stores.local import LocalStore
 from dali_pipes.stores.remote import FsspecStore, is_url
@@ -67,6 +68,8 @@ class VideoShardSource(ClipSource):
                 source_ids += [source] * len(found)
                 self.ignored += ignored
                 self.truncated += [shard] * truncated
+                if truncated:
+                    warn_truncated(shard, len(found))
         if not self.samples:
             raise ValueError(f"{self.shards[0]}: no samples in {len(self.shards)} shard(s)")
         labels = np.array([s.label for s in self.samples], np.int64)

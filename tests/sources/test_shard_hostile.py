@@ -91,3 +91,16 @@ def test_a_video_shard_reads_a_json_label_larger_than_4k(tmp_path):
 def test_coco_json_nested_past_the_recursion_limit_is_a_format_error():
     with pytest.raises(FormatError, match=r"inst\.json.*JSON.*RecursionError"):
         parse_coco("inst.json", b'{"images": ' + DEEP + b"}")
+
+
+def test_video_and_detection_shard_sources_warn_of_a_cut(tmp_path):
+    from dali_pipes.sources.detection_shards import DetectionShardSource
+    from dali_pipes.sources.video_shards import VideoShardSource
+    videos = _lying_shard(tmp_path / "v.tar", [n for i in range(3) for n in
+                                               (f"k{i}.webm", f"k{i}.cls")], b"\x01" * 3000)
+    with pytest.warns(UserWarning, match=r"v\.tar: truncated shard.*1 samples listed"):
+        VideoShardSource(str(videos))
+    images = _lying_shard(tmp_path / "d.tar", [n for i in range(3) for n in
+                                               (f"k{i}.jpg", f"k{i}.json")], b"\x01" * 3000)
+    with pytest.warns(UserWarning, match=r"d\.tar: truncated shard.*1 samples listed"):
+        DetectionShardSource(str(images), categories=[{"id": 1, "name": "a"}])
