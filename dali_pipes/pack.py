@@ -256,7 +256,8 @@ def _reporter(total: int, done: int, progress: bool | None):
 
 def main(argv: list[str] | None = None) -> int:
     """The command line (see the module doc): exit 2 for a bad argument, 1 when DST is
-    refused (written by another plan, or another packer holds it)."""
+    refused (written by another plan, or another packer holds it) or a SRC file cannot be
+    read while packing (the message names it)."""
     parser = cli_parser(__doc__.split("\n\n")[0])
     args = parser.parse_args(argv)
     try:
@@ -268,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     except PackRefused as exc:
         print(f"{parser.prog}: refused: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:  # SRC changed under the packer: a file vanished
+        print(f"{parser.prog}: failed: {type(exc).__name__}: {exc}; the shards written so "
+              f"far are kept: run the same command again to resume", file=sys.stderr)
         return 1
     print(f"{args.dst}: {len(manifest['shards'])} of {manifest['shards_total']} shards, "
           f"{manifest['samples']} samples in {len(manifest['classes'])} classes")

@@ -140,7 +140,7 @@ def claim_plan(out: Path, plan: dict) -> str:
 def _read_plan(path: Path) -> dict:
     try:
         value = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise PackRefused(f"{path}: unreadable plan ({exc}); pass --overwrite to start over"
                           ) from exc
     if not isinstance(value, dict):
@@ -170,7 +170,7 @@ def shard_state(out: Path, name: str, digest: str) -> str:
         return "missing"
     try:
         record = json.loads(record_path.read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return f"damaged: record {record_path.name} unreadable ({exc})"
     if not isinstance(record, dict) or record.get("plan") != digest:
         found = record.get("plan") if isinstance(record, dict) else None

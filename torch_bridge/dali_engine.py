@@ -106,7 +106,7 @@ class DaliEngine:
             count = pipeline_count(self.config, self.modality, self.dali_device)
             config = self.config if count == 1 else ring_member_config(self.config, count)
             pipes = [self.modality.build_pipeline(
-                device=self.dali_device, batch_size=self.plan.batch_size,
+                device=self.dali_device, batch_size=_pipeline_batch(self.plan),
                 config=config, device_id=self._device_id()) for _ in range(count)]
             pipe = pipes[0] if count == 1 else PipeRing(pipes)
             self._start_feeders()  # before DALI starts its threads: forking is safe here
@@ -332,3 +332,9 @@ class DaliEngine:
                 self._pipe.outputs()
         except Exception:  # a failing batch nobody asked for: start over with a new pipeline
             self._reset()
+
+
+def _pipeline_batch(plan) -> int:
+    """The pipeline's max_batch_size: the plan's largest real batch where it knows it (a
+    batch_size beyond the data set must not reach DALI, which takes 31-bit sizes only)."""
+    return int(getattr(plan, "largest_batch", plan.batch_size))

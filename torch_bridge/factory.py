@@ -103,6 +103,9 @@ def make_loader(modality: str, data: Any, *,
     guard = SampleGuard(on_error)
     mod = spec.create(data, seed=seed, device=str(dev), options=modality_options,
                       keywords=_KEYWORDS)
+    if len(mod) == 0:  # e.g. an annotations file listing no images
+        raise ValueError(f"make_loader({modality!r}): {_describe(data, modality_options)} "
+                         f"holds no samples")
     rank, world_size = _resolve_rank(rank, world_size)
     sampler = sampler_for(sampling, min_per_source, source=mod.source,
                           multi_source=isinstance(data, (list, tuple)),
@@ -143,3 +146,12 @@ def _engine(backend: str, mod: Modality, plan: EpochPlan, dev: torch.device,
 # make_loader's own keywords, suggested when a modality option is misspelt ("batchsize")
 _KEYWORDS = tuple(name for name in inspect.signature(make_loader).parameters
                   if name not in ("modality", "data", "modality_options"))
+
+
+def _describe(data, options: dict) -> str:
+    """The data (and annotations file, where one is given) named in errors."""
+    named = f"data={data!r}" if isinstance(data, (str, os.PathLike, list, tuple)) \
+        else f"data ({type(data).__name__})"
+    if options.get("annotations") is not None:
+        named += f" with annotations={options['annotations']!r}"
+    return named

@@ -90,6 +90,8 @@ class EpochPlan:
             raise ValueError(f"num_samples must be positive, got {self.num_samples}")
         if self.batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+        if not -2**63 <= self.seed < 2**63:  # wider seeds would alias others (64-bit state)
+            raise ValueError(f"seed must be an int in [-2**63, 2**63), got {self.seed}")
         if self.world_size <= 0 or not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank must be in [0, world_size); got rank={self.rank}, "
                              f"world_size={self.world_size}")
@@ -107,6 +109,12 @@ class EpochPlan:
         """Entries of a whole epoch on this rank (the same on every rank)."""
         return layout_counts(self.num_samples, world_size=self.world_size,
                              batch_size=self.batch_size, drop_last=self.drop_last)[0]
+
+    @property
+    def largest_batch(self) -> int:
+        """The most entries any batch of this plan holds: batch_size, or this rank's whole
+        epoch where that is smaller (a resumed epoch is never longer than a whole one)."""
+        return min(self.batch_size, self.samples_per_rank)
 
     def __len__(self) -> int:
         """Batches of a whole epoch on this rank (the same on every rank)."""

@@ -97,8 +97,8 @@ def parse_coco(path: str, raw: bytes) -> CocoDataset:
     import hashlib
     try:
         doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FormatError(path, "JSON", f"malformed ({exc})") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise FormatError(path, "JSON", f"malformed ({type(exc).__name__}: {exc})") from exc
     return coco_document(path, doc, hashlib.sha256(raw).hexdigest())
 
 

@@ -18,6 +18,8 @@ from dali_pipes.clips import clip_frame_indices, clip_lengths, clip_span, clip_s
 from dali_pipes.sources.names import PathTable
 from dali_pipes.sources.protocol import Source
 
+MAX_CLIP_OPTION = 1 << 16  # frames per clip, frame stride, clips or crops per video
+
 
 class ClipSource(Source):
     def _set_clip_options(self, clip_length: int, stride: int, clips_per_video: int,
@@ -26,6 +28,9 @@ class ClipSource(Source):
                             ("clips_per_video", clips_per_video), ("crops", crops)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+            if value > MAX_CLIP_OPTION:  # each clip (or view) is held in memory whole
+                raise ValueError(f"{name}={value!r} is beyond the bound of {MAX_CLIP_OPTION} "
+                                 f"this loader holds in memory per video")
         self.clip_length, self.stride = int(clip_length), int(stride)
         self.clips_per_video, self.crops = int(clips_per_video), int(crops)
         self.views_per_video = self.clips_per_video * self.crops

@@ -47,7 +47,7 @@ def read_categories(roots, store, categories=None) -> list:
             size, _ = store.stat(where)
             raw = store.read_range(where, 0, size).tobytes()
             table = json.loads(raw)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise FormatError(where, "categories", f"missing or unreadable ({exc}); detection "
                               "shards need the category table beside them (or "
                               "categories=[{'id': ..., 'name': ...}, ...])") from exc
@@ -113,7 +113,7 @@ class DetectionShardSource(AnnotatedImages):
         raw = sample.small["json"]
         try:
             doc = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise FormatError(where, "JSON", f"malformed ({exc})") from exc
         if not isinstance(doc, dict) or not isinstance(doc.get("annotations"), list):
             raise FormatError(where, "annotations", "missing or not a list",

@@ -175,6 +175,12 @@ def _labels(dataset: Any, column: str, name: str) -> tuple[np.ndarray, list[str]
     values = dataset.with_format("numpy")[column] if len(dataset) else np.zeros(0, np.int64)
     values = np.asarray(values)
     feature = dataset.features[column]
+    if values.ndim != 1:  # a list per row (multi-label): not one class per sample
+        raise FormatError(name, column, "labels must be one int or string per row, got "
+                          f"{values.ndim}-D values of shape {values.shape}")
+    if values.dtype.kind == "f" and np.isnan(values).any():  # None read as NaN
+        row = int(np.flatnonzero(np.isnan(values))[0])
+        raise FormatError(f"{name}[row {row}]", column, "label is missing (None)")
     if values.dtype.kind in "iu":
         names = getattr(feature, "names", None)
         _check_int_labels(values, column, name, names)

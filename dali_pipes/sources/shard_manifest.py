@@ -43,7 +43,7 @@ def _read(root: str, labels: np.ndarray) -> tuple[str, ...] | None:
         path = parts[0]
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise FormatError(path, "manifest", f"not readable JSON ({exc})") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != "webdataset" \
             or "classes" not in manifest:

@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 import re
 import tarfile
+import warnings
 from dataclasses import dataclass, field
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.sources.store_file import ObjectBytes
+from dali_pipes.stores.tar_index import missing_end
 
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./][^.]*)\.([^/]*)$")  # webdataset's key/extension split
 WALK_CHUNK = 2048  # bytes per range read while walking the headers
@@ -66,7 +68,18 @@ def walk_samples(shard: str, store, keep: frozenset[str], *, max_keep: int = 64 
         except tarfile.ReadError as exc:
             raise FormatError(shard, "tar header", f"not a tar file ({exc})") from exc
         with tar:
-            return _group(tar, shard, keep, max_keep)
+            walk = _group(tar, shard, keep, max_keep)
+            walk.truncated = walk.truncated or missing_end(f, tar.offset, size)
+    if walk.truncated:
+        warn_truncated(shard, len(walk.samples))
+    return walk
+
+
+def warn_truncated(shard: str, listed: int) -> None:
+    """The warning for a shard whose tar headers end without the end-of-archive block."""
+    warnings.warn(f"{shard}: truncated shard (no end-of-archive block where the headers "
+                  f"end: cut short, or a header that lies about a size); {listed} samples "
+                  f"listed, members after the cut are lost", stacklevel=3)
 
 
 def _group(tar: tarfile.TarFile, shard: str, keep: frozenset[str], max_keep: int) -> Walk:

@@ -175,6 +175,7 @@ def _check_header(chain: bytes, shard: str, member: str, stored: bytes, size: in
 def _warn_truncated(indexes) -> None:
     for index in indexes:
         if index.truncated:
-            warnings.warn(f"{index.shard}: truncated shard (no end-of-archive block); "
+            warnings.warn(f"{index.shard}: truncated shard (no end-of-archive block where the "
+                          f"headers end: cut short, or a header that lies about a size); "
                           f"{len(index)} samples indexed, members after the cut are lost",
                           stacklevel=3)

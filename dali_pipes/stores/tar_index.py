@@ -139,7 +139,7 @@ def _walk(shard: str, size: int, store) -> tuple[list, int, bool]:
             raise FormatError(shard, "tar header", f"not a tar file ({exc})") from exc
         with tar:
             groups, ignored, truncated = _group_members(tar, f, shard)
-            truncated = truncated or _missing_end(f, tar.offset, size)
+            truncated = truncated or missing_end(f, tar.offset, size)
     return groups, ignored, truncated
 
 
@@ -214,10 +214,16 @@ def _read_label(f, offset: int, size: int) -> bytes | int | None:
     return data if len(data) == size else None
 
 
-def _missing_end(f, offset: int, size: int) -> bool:
-    """Whether the archive lacks its end-of-archive zero block at `offset`."""
+def missing_end(f, offset: int, size: int | None = None) -> bool:
+    """Whether the archive lacks its end-of-archive zero block at `offset`, where
+    `tarfile` stopped: a shorter file, or a header it could not parse (a member whose size
+    field lies puts the next header in the middle of data), which `tarfile` takes for the
+    end without a word."""
+    if size is not None and offset > size:
+        return True
     f.seek(offset)
-    return len(f.read(512)) < 512 or offset > size
+    block = f.read(512)
+    return len(block) < 512 or block.count(0) != 512
 
 
 def _label(members: dict) -> int:
@@ -236,7 +242,8 @@ def parse_label(data: bytes | None, ext: str) -> int:
     try:
         text = data.decode().strip()
         value = int(text) if ext == "cls" else json.loads(text)["label"]
-    except (AttributeError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+    except (AttributeError, UnicodeDecodeError, ValueError, KeyError, TypeError,
+            RecursionError):  # JSON nested deeper than the parser's recursion limit
         return BAD_LABEL
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
         return BAD_LABEL  # beyond int64 too: one bad sample, not an OverflowError

@@ -1,0 +1,23 @@
+"""A SRC file that disappears while the pack tool runs (a sync in progress, a cleanup job) is
+a one-line error naming it and exit 1, not a traceback."""
+from __future__ import annotations
+
+import dali_pipes.pack as pack_tool
+from dali_pipes.testing.tiny_data import write_image_folder
+
+
+def test_a_source_file_vanishing_mid_pack_is_named(tmp_path, monkeypatch, capsys):
+    src = write_image_folder(tmp_path / "src", n_images=4, n_classes=2)
+    victim = sorted(src.rglob("*.jpg"))[-1]
+    encode = pack_tool._encode
+
+    def vanishing(file, *args):  # the file goes away after the listing, before its read
+        if file == str(victim) and victim.exists():
+            victim.unlink()
+        return encode(file, *args)
+
+    monkeypatch.setattr(pack_tool, "_encode", vanishing)
+    code = pack_tool.main([str(src), str(tmp_path / "dst"), "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "failed: FileNotFoundError" in err and victim.name in err and "resume" in err
