@@ -72,7 +72,8 @@ def test_member_walks_report_a_lying_size_field_as_a_cut(tmp_path, walk):
     if walk == "members":
         samples, _, truncated = list_shard(shard, LocalStore())
     else:
-        samples, truncated = walk_samples(shard, LocalStore(), frozenset({"json"}))
+        walk = walk_samples(shard, LocalStore(), frozenset({"json"}))
+        samples, truncated = walk.samples, walk.truncated
     assert truncated and len(samples) < 3
 
 
