@@ -148,7 +148,7 @@ _KEYWORDS = tuple(name for name in inspect.signature(make_loader).parameters
                   if name not in ("modality", "data", "modality_options"))
 
 
-def _describe(data, options: dict) -> str:
+def _describe(data: Any, options: Mapping[str, Any]) -> str:
     """The data (and annotations file, where one is given) named in errors."""
     named = f"data={data!r}" if isinstance(data, (str, os.PathLike, list, tuple)) \
         else f"data ({type(data).__name__})"
