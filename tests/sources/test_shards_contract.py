@@ -24,6 +24,7 @@ def _garble_member(modality, index: int) -> None:
 
 
 class TestShardContract(LoaderContract):
+    runs_key = "image-shards"  # cached apart from the image runs
     kind, main, sample_shape = "image", "image", (3, 16, 16)
     tolerance = 0.05  # as for folders: two JPEG decoders and resize kernels
 
@@ -34,14 +35,6 @@ class TestShardContract(LoaderContract):
         two = [write_shards(f, base / f"shards_{i}", per_shard=3)
                for i, f in enumerate(folders.two)]
         return TinyData("image", two[0], two)
-
-    def _uninterrupted(self, tiny, backend, scenario="uniform"):
-        # The contract caches runs by kind; shards are another data set of the same kind.
-        self.kind = "image-shards"
-        try:
-            return super()._uninterrupted(tiny, backend, scenario)
-        finally:
-            self.kind = "image"
 
     def break_samples(self, root, modality):
         _garble_member(modality, 1)

@@ -75,17 +75,11 @@ class TestFramesShardContract(test_video_frames.TestFramesContract):
     """The frame-folder loader contract (plan, resume, sharding, sources, on_error) over
     pack-tool shards; local shards (the store is the only difference from S3 or HTTP
     shards, whose batches the tests below compare with the local tree's)."""
+    runs_key = "frames-shards"  # cached apart from the frames runs
 
     @pytest.fixture
     def tiny(self, frame_shards):
         return TinyData("frames", frame_shards[0], list(frame_shards))
-
-    def _uninterrupted(self, tiny, backend, scenario="uniform"):
-        self.kind = "frames-shards"  # the contract caches runs by kind
-        try:
-            return super()._uninterrupted(tiny, backend, scenario)
-        finally:
-            self.kind = "frames"
 
     def break_samples(self, root, modality):
         _garble_frames(modality.source, 1)

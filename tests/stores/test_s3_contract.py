@@ -19,6 +19,7 @@ def s3():
 
 
 class TestS3ShardContract(local_contract.TestShardContract):
+    runs_key = "image-s3-shards"  # cached apart from the image runs
     @pytest.fixture
     def tiny(self, tiny_data, tmp_path_factory, s3, monkeypatch):
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
@@ -36,14 +37,6 @@ class TestS3ShardContract(local_contract.TestShardContract):
         data.options["storage_options"] = s3.options
         self.local = base / "shards_0"
         return data
-
-    def _uninterrupted(self, tiny, backend, scenario="uniform"):
-        self.kind = "image-s3-shards"  # the contract caches runs by kind
-        try:
-            return super(local_contract.TestShardContract, self)._uninterrupted(
-                tiny, backend, scenario)
-        finally:
-            self.kind = "image"
 
     def _count(self, tiny, data=None) -> int:
         from dali_pipes.sources.shards import ShardSource

@@ -58,25 +58,21 @@ def _garble_video_member(source, index: int) -> None:
 class _VideoShardContract(test_video_loader.TestVideoContract):
     """The video contract over shards of the tiny video data sets (run over S3 below; local
     shards go through the same code with a LocalStore, compared with the folder below)."""
+    runs_key = "video-shards"  # cached apart from the video runs
 
     @pytest.fixture
     def tiny(self, video_shards):
         return TinyData("video", video_shards[0], list(video_shards))
-
-    def _uninterrupted(self, tiny, backend, scenario="uniform"):
-        self.kind = "video-shards"  # the contract caches runs by kind
-        try:
-            return super()._uninterrupted(tiny, backend, scenario)
-        finally:
-            self.kind = "video"
 
     def break_samples(self, root, modality):
         _garble_video_member(modality.source, 1)
         return {1}, re.escape(modality.path(1)), "video_stream"
 
 
+
 class TestVideoS3ShardContract(_VideoShardContract):
     """The same contract over those shards in S3 (moto), read through fsspec."""
+    runs_key = "video-s3-shards"  # cached apart from the local shards' runs
 
     @pytest.fixture
     def tiny(self, video_shards, s3, monkeypatch, tmp_path_factory):
@@ -90,13 +86,6 @@ class TestVideoS3ShardContract(_VideoShardContract):
         data.options["storage_options"] = s3.options
         self._s3, self._local = s3, video_shards[0]
         return data
-
-    def _uninterrupted(self, tiny, backend, scenario="uniform"):
-        self.kind = "video-s3-shards"
-        try:
-            return super(_VideoShardContract, self)._uninterrupted(tiny, backend, scenario)
-        finally:
-            self.kind = "video"
 
     def _count(self, tiny, data=None) -> int:
         return len(VideoShardSource(tiny.one if data is None else data,

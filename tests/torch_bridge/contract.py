@@ -59,6 +59,9 @@ class LoaderContract:
     main: str = ""
     tolerance: float = 0.0
     exact: tuple[str, ...] = ("index", "label")  # fields the backends return identically
+    # the key uninterrupted runs are cached under (None: `kind`); a subclass over another
+    # data set of the same kind (shards, a store) names its own
+    runs_key: str | None = None
 
     def break_samples(self, root: Path, modality) -> tuple[set[int], str, str]:
         """Make samples of the copy at `root` unreadable (`modality`: a loader's, already
@@ -75,7 +78,7 @@ class LoaderContract:
         return tiny.loader(backend, **{"seed": 7, **_scenario(tiny, scenario), **overrides})
 
     def _uninterrupted(self, tiny, backend, scenario="uniform"):
-        key = (self.kind, backend, scenario)
+        key = (self.runs_key or self.kind, backend, scenario)
         if key not in _runs:
             loader = self._make(tiny, backend, scenario)
             _runs[key] = [copies(loader) for _ in range(EPOCHS)]
