@@ -172,14 +172,14 @@ def usual_loader(root, *, recipe: str, batch_size: int, size: int | None = None,
 
     Args:
         root: a folder of class folders of JPEGs.
-        recipe: a recipe preset name or a TOML path (`dali_pipes.recipe_files`).
+        recipe: a recipe preset name or a TOML path (`dali_pipes.recipes.files`).
         batch_size, num_workers, device, seed: as for the other baselines.
         size: the output side instead of the recipe's (None: the recipe's).
     """
     from torchvision import datasets
 
-    from dali_pipes.recipe_files import load_recipe
     from dali_pipes.recipes import image_recipe
+    from dali_pipes.recipes.files import load_recipe
 
     options = load_recipe(recipe, train=True)
     if size is not None:

@@ -1,6 +1,6 @@
 """Your own Dataset, DALI's decoding: two ways to run our image graph on a user's Dataset.
 
-  (a) adapter  torch_bridge.adapter.dali_from_dataset: a DataLoader reads (bytes, label)
+  (a) adapter  integrations.adapter.dali_from_dataset: a DataLoader reads (bytes, label)
                items in workers; the main thread computes crop parameters for the whole
                batch and feeds the graph with feed_input/schedule_run (DaliEngine).
   (b) proxy    DALI 2.4's nvidia.dali.plugin.pytorch.experimental.proxy (DALIServer): each
@@ -47,12 +47,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler, SequentialSampler
 
-from dali_pipes.augment import image_params
 from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.pipelines.config import load_config
 from dali_pipes.pipelines.image import build_image_pipeline
+from dali_pipes.recipes.augment import image_params
 from dali_pipes.sources import ImageFolderSource
-from torch_bridge.adapter import as_jpeg_array, dali_from_dataset
+from torch_bridge.integrations.adapter import as_jpeg_array, dali_from_dataset
 
 
 class FileDataset(Dataset):

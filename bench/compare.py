@@ -134,7 +134,7 @@ RECIPE_BACKENDS = ["dali", "torch", "usual"]
 
 def check_recipe(recipe: str, modality: str) -> None:
     """SystemExit naming the recipe and the known presets when it cannot be loaded."""
-    from dali_pipes.recipe_files import load_recipe
+    from dali_pipes.recipes.files import load_recipe
     if modality != "image":
         raise SystemExit(f"--recipe: only for --modality image, not {modality}")
     try:

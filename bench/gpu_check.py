@@ -157,7 +157,7 @@ def environment(ctx) -> dict:
         props = torch.cuda.get_device_properties(index)
         env.update(gpu=props.name, capability=f"{props.major}.{props.minor}",
                    memory_gib=round(props.total_memory / 2**30, 1))
-    doctor = subprocess.run([sys.executable, "-m", "torch_bridge.doctor", "--json"],
+    doctor = subprocess.run([sys.executable, "-m", "torch_bridge.tools.doctor", "--json"],
                             capture_output=True, text=True, timeout=ctx.timeout(120), cwd=ROOT)
     try:
         env["doctor"] = [{k: c[k] for k in ("name", "status", "detail")}

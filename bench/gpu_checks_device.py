@@ -86,7 +86,7 @@ def resume(ctx: Ctx) -> dict:
 def adapter(ctx: Ctx) -> dict:
     from bench.bench_adapter import FileDataset
     from dali_pipes.sources import ImageFolderSource
-    from torch_bridge.adapter import dali_from_dataset
+    from torch_bridge.integrations.adapter import dali_from_dataset
     src = ImageFolderSource(images(ctx))
     dataset = FileDataset([str(f) for f in src.files], src.labels)
 

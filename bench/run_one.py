@@ -61,7 +61,7 @@ def build(backend: str, args):
     if backend == "adapter":
         from bench.bench_adapter import FileDataset
         from dali_pipes.sources import ImageFolderSource
-        from torch_bridge.adapter import dali_from_dataset
+        from torch_bridge.integrations.adapter import dali_from_dataset
         source = ImageFolderSource(args.data)
         ds = FileDataset(list(source.files), source.labels)
         sampler = torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(0))

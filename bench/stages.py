@@ -79,7 +79,7 @@ class DaliStages:
     """Wraps feeds(), pipe.outputs(), dali_to_torch and attach_meta of a DaliEngine."""
 
     def __init__(self, loader):
-        import torch_bridge.dali_engine as engine_module
+        import torch_bridge.engines.dali as engine_module
 
         engine = loader._engine
         self.totals = _Totals()

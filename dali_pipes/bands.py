@@ -44,8 +44,8 @@ def _cuda_index(device) -> int | None:
 
 def array_module(device: str = "cpu") -> ModuleType:
     """numpy, or cupy when ``device`` ("cuda", "cuda:N" or a torch.device) names a CUDA device
-    and CuPy passes `dali_pipes.cupy_check.cupy_problem` there (proved once per device)."""
-    from dali_pipes.cupy_check import cupy_problem
+    and CuPy passes `dali_pipes.gpu.cupy_check.cupy_problem` there (proved once per device)."""
+    from dali_pipes.gpu.cupy_check import cupy_problem
 
     index = _cuda_index(device)
     if index is None or cupy_problem(index) is not None:

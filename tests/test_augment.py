@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from dali_pipes import augment
+from dali_pipes.recipes import augment
 
 
 def test_uniforms_pure_and_independent_of_batch_composition():

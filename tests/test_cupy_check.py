@@ -1,4 +1,4 @@
-"""dali_pipes.cupy_check: CuPy is chosen only after it proved a matmul, eigh and a
+"""dali_pipes.gpu.cupy_check: CuPy is chosen only after it proved a matmul, eigh and a
 reduction; a CuPy whose CUDA libraries fail to load gives numpy and a reason."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import types
 
 import numpy as np
 
-from dali_pipes import cupy_check
 from dali_pipes.bands import array_module
+from dali_pipes.gpu import cupy_check
 
 
 def fake_cupy(*, devices=1, eigh_error=None, wrong=False):

@@ -1,5 +1,5 @@
 """The documentation stays inside the repository and in step with the code: docs/api.md
-and docs/schema.md are what `python -m torch_bridge.apidoc` writes, nothing points to files
+and docs/schema.md are what `python -m torch_bridge.tools.apidoc` writes, nothing points to files
 outside the repository, and `python -m torch_bridge` names the tools."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_bridge import apidoc
+from torch_bridge.tools import apidoc
 
 REPO = Path(__file__).resolve().parent.parent
 OUTSIDE = re.compile(r"shared/|CONTRACT\.md|DESIGN\.md|DALI_NOTES|PERF_NOTES")
@@ -20,7 +20,7 @@ OUTSIDE = re.compile(r"shared/|CONTRACT\.md|DESIGN\.md|DALI_NOTES|PERF_NOTES")
 @pytest.mark.parametrize("name", sorted(apidoc.DOCS))
 def test_generated_docs_are_up_to_date(name):
     assert (REPO / "docs" / name).read_text() == apidoc.DOCS[name](), \
-        f"docs/{name} is stale: run python -m torch_bridge.apidoc"
+        f"docs/{name} is stale: run python -m torch_bridge.tools.apidoc"
 
 
 def test_api_reference_covers_every_option():

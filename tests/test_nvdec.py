@@ -1,11 +1,11 @@
-"""dali_pipes.nvdec routing tables, the pixel-format parsing of the video probe, and the
+"""dali_pipes.gpu.nvdec routing tables, the pixel-format parsing of the video probe, and the
 video modality's device fixed at construction (all on the CPU)."""
 from __future__ import annotations
 
 import pytest
 
 from dali_pipes.formats.video import chroma_and_depth, probe_video
-from dali_pipes.nvdec import StreamFormat, generation, nvdec_problem, route
+from dali_pipes.gpu.nvdec import StreamFormat, generation, nvdec_problem, route
 
 
 def fmt(codec="h264", w=256, h=256, chroma="420", depth=8, profile=None):
@@ -100,7 +100,7 @@ def test_probe_clips_are_real_256x256_streams(codec):
 
     import av
 
-    from dali_pipes.nvdec_probe import PROBE_FRAMES, PROBE_SIZE, encode_probe_clip
+    from dali_pipes.gpu.nvdec_probe import PROBE_FRAMES, PROBE_SIZE, encode_probe_clip
     clip = encode_probe_clip(codec)
     if clip is None:
         pytest.skip(f"no {codec} encoder in this FFmpeg")
@@ -113,7 +113,7 @@ def test_probe_clips_are_real_256x256_streams(codec):
 def test_device_probe_never_raises_without_a_gpu():
     import torch
 
-    from dali_pipes.nvdec_probe import _decode_mixed, encode_probe_clip
+    from dali_pipes.gpu.nvdec_probe import _decode_mixed, encode_probe_clip
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError):  # what probe_codecs turns into False

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dali_pipes.pack import pack
-from dali_pipes.pack_resume import PackRefused
+from dali_pipes.pack._resume import PackRefused
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.testing import tiny_data
 

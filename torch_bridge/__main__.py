@@ -11,9 +11,9 @@ _REPO = Path(__file__).resolve().parent.parent
 # (command, what it does, where it lives: a module name or a path in the repository)
 TOOLS = (
     ("python -m torch_bridge.doctor", "check the environment (DALI, CUDA, drivers, CPUs)",
-     "torch_bridge.doctor"),
+     "torch_bridge.tools.doctor"),
     ("python -m torch_bridge.check DATA", "validate a data set's files before training",
-     "torch_bridge.check"),
+     "torch_bridge.tools.check"),
     ("python bench/compare.py", "A/B the DALI and torch backends on your data",
      "bench/compare.py"),
     ("python bench/diagnose.py", "where the data time goes: the bottleneck, with evidence",

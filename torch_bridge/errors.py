@@ -16,7 +16,7 @@ class SampleError(RuntimeError):
     """A sample could not be read or decoded; the message names its file and index.
 
     Constructible from the message alone (index and path travel in its __dict__), so
-    DataLoader workers and feed workers (torch_bridge.feeders) re-raise it in the consumer
+    DataLoader workers and feed workers (torch_bridge.engines._feeders) re-raise it in the consumer
     process unchanged.
     """
 

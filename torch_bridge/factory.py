@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 
 from torch_bridge import registry
+from torch_bridge._option_types import check_options
 from torch_bridge.errors import SampleGuard
 from torch_bridge.loader import Loader, _resolve_rank, resolve_device
-from torch_bridge.option_types import check_options
-from torch_bridge.plan import EpochPlan
+from torch_bridge.order.plan import EpochPlan
 from torch_bridge.protocols import Engine, Modality
 
 if TYPE_CHECKING:
-    from torch_bridge.reference import ReferenceOptions
+    from torch_bridge.engines.reference import ReferenceOptions
 
 
 def make_loader(modality: str, data: Any, *,
@@ -64,7 +64,7 @@ def make_loader(modality: str, data: Any, *,
         sampling: "uniform"; "class_balanced": each epoch draws as many samples as the
             data set holds, with replacement, every class equally likely; "repeated":
             DeiT's repeated augmentation, each shuffled index `repeats` times with its own
-            augmentation (torch_bridge.repeated).
+            augmentation (torch_bridge.order.repeated).
         min_per_source: with `data` a list of folders, every batch on every rank holds at
             least that many samples of each source. Like class_balanced sampling it is
             deterministic under (seed, epoch), resumes exactly and repeats samples.
@@ -95,7 +95,7 @@ def make_loader(modality: str, data: Any, *,
     # numpy scalars passed the check; the plan and the JSON state want Python ones
     batch_size, seed, shuffle, drop_last = int(batch_size), int(seed), bool(shuffle), \
         bool(drop_last)
-    from torch_bridge.sampling import sampler_for
+    from torch_bridge.order.sampling import sampler_for
 
     spec = registry.get(modality)
     _check_backend_options(backend, config, reference)
@@ -135,9 +135,9 @@ def _engine(backend: str, mod: Modality, plan: EpochPlan, dev: torch.device,
     """The DALI or torch engine over `plan`."""
     if backend == "dali":
         from dali_pipes.pipelines.config import load_config
-        from torch_bridge.dali_engine import DaliEngine
+        from torch_bridge.engines.dali import DaliEngine
         return DaliEngine(mod, plan, device=dev, config=load_config(config), guard=guard)
-    from torch_bridge.reference import ReferenceOptions, TorchEngine
+    from torch_bridge.engines.reference import ReferenceOptions, TorchEngine
     opts = reference if isinstance(reference, ReferenceOptions) else \
         ReferenceOptions(**(reference or {}))
     return TorchEngine(mod, plan, device=dev, guard=guard, options=opts)

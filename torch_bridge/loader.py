@@ -10,17 +10,17 @@ from typing import Any
 
 import torch
 
+from torch_bridge._stats import LoaderStats, attach_sizes, check_log_every, format_line, logger
 from torch_bridge.errors import SampleGuard, Skipped
-from torch_bridge.plan import EpochPlan
-from torch_bridge.protocols import Engine, Modality
-from torch_bridge.state import (
+from torch_bridge.order.plan import EpochPlan
+from torch_bridge.order.state import (
     STATE_VERSION,
     fingerprint,
     order_differences,
     read_state,
     resume_point,
 )
-from torch_bridge.stats import LoaderStats, attach_sizes, check_log_every, format_line, logger
+from torch_bridge.protocols import Engine, Modality
 
 
 class Loader:
@@ -181,7 +181,7 @@ class Loader:
         `drop_last`, and `resumed`: the span of the epoch's order an elastic resume left,
         else None) and `order`: what defines the epoch's global order (data set listing,
         num_samples, seed, shuffle, modality, sampler options) with its sha256
-        `fingerprint`. JSON-serialisable; see torch_bridge.state."""
+        `fingerprint`. JSON-serialisable; see torch_bridge.order.state."""
         plan = self.plan
         resumed = plan.resumed if plan.resumed is not None and \
             plan.resumed.epoch == self.epoch else None

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dali_pipes import schema
-from torch_bridge.option_names import unknown_options_error
-from torch_bridge.option_types import check_options
+from torch_bridge._option_names import unknown_options_error
+from torch_bridge._option_types import check_options
 from torch_bridge.options import option_defaults
 
 if TYPE_CHECKING:

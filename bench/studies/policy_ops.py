@@ -19,7 +19,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: the repository root, for `bench.*`
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from dali_pipes.policies import OP, OPS, affine_matrices, photo_params
+from dali_pipes.recipes.policies import OP, OPS, affine_matrices, photo_params
 
 CASES = [(name, m) for name in OPS if name != "Identity" for m in (
     (0.3, -0.3) if name in ("ShearX", "ShearY") else
@@ -46,8 +46,8 @@ def dali_apply(images: np.ndarray, name: str, magnitude: float,
     import nvidia.dali.fn as fn
     from nvidia.dali import Pipeline
 
-    from dali_pipes.pipelines.policies import apply_policy
     from dali_pipes.recipes import image_recipe
+    from dali_pipes.recipes.policies_graph import apply_policy
 
     n, h, w, _ = images.shape
     ops, mags = np.full((n, 1), OP[name]), np.full((n, 1), magnitude)
@@ -66,10 +66,10 @@ def dali_apply(images: np.ndarray, name: str, magnitude: float,
 
 
 def torch_apply(images: np.ndarray, name: str, magnitude: float) -> np.ndarray:
-    """The same with torchvision.transforms.v2.functional (torch_bridge.policies)."""
+    """The same with torchvision.transforms.v2.functional (torch_bridge.recipes.policies)."""
     import torch
 
-    from torch_bridge.policies import apply_policy
+    from torch_bridge.recipes.policies import apply_policy
     ops, mags = np.array([OP[name]]), np.array([magnitude])
     return np.stack([apply_policy(torch.from_numpy(im).permute(2, 0, 1).contiguous(), ops,
                                   mags).permute(1, 2, 0).numpy() for im in images])

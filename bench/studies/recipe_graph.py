@@ -7,7 +7,7 @@ drawing Identity (the cost of the branches themselves), or without the policy.
 
 The first four plan batches of the built-in sample set are prepared once (the loader's
 feeds) and fed in turn, so only the graph runs in the timed steps; with --pipelines N the
-batches go round N pipelines (torch_bridge.pipe_ring). CPU is the process's CPU time over
+batches go round N pipelines (torch_bridge.engines._pipe_ring). CPU is the process's CPU time over
 the timed steps; the thread line is each thread's CPU % over the middle of the run (the
 busiest first). Run it with PYTHONPATH set to another checkout (and --pipelines 1) to
 compare trees.
@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     import dali_pipes.pipelines.image as image_graph
     from dali_pipes.testing.sample_data import image_dataset
     from torch_bridge import make_loader
-    from torch_bridge.feeders import PlanBatch
+    from torch_bridge.engines._feeders import PlanBatch
 
     loader = make_loader("image", image_dataset(), backend="dali", batch_size=args.batch_size,
                          seed=0, recipe=args.recipe)
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     if args.threads:
         config = dataclasses.replace(config, num_threads=args.threads)
     if args.pipelines > 1:  # as the engine builds a ring's members
-        from torch_bridge.pipe_ring import ring_member_config
+        from torch_bridge.engines._pipe_ring import ring_member_config
         config = ring_member_config(config, args.pipelines)
 
     def build():
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
                                                 size=224, config=config, recipe=recipe)
     pipes = [build() for _ in range(args.pipelines)]
     if args.pipelines > 1:
-        from torch_bridge.pipe_ring import PipeRing
+        from torch_bridge.engines._pipe_ring import PipeRing
         pipe = PipeRing(pipes)
     else:
         pipe = pipes[0]

@@ -33,7 +33,7 @@ from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.sources.shards import ShardSource, is_shard_data
 kind, data = sys.argv[1], sys.argv[2]
 if kind == "loader":  # imports are not the listing's cost
-    import torch, torchvision.transforms.v2, torch_bridge.factory, torch_bridge.reference
+    import torch, torchvision.transforms.v2, torch_bridge.factory, torch_bridge.engines.reference
 before = rss()
 t = time.perf_counter()
 if kind == "loader":

@@ -8,7 +8,7 @@ global order, on a synthetic listing (no files: the plan's orders only).
                                 [--json PATH]
 
 Per order, for rank 0 of `--world` ranks over one epoch (epoch 0, seed 0) of the plan
-(torch_bridge.plan.EpochPlan with the make_loader samplers):
+(torch_bridge.order.plan.EpochPlan with the make_loader samplers):
 - `shards_per_1k`: distinct shards among each 1000 consecutive samples the rank reads (mean);
 - `seeks_per_1k`: reads that are not of the member right after the previous read's (mean);
 - `ranks_per_shard`: how many ranks read each shard in the epoch (mean over shards);
@@ -40,8 +40,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from torch_bridge.plan import EpochPlan  # noqa: E402
-from torch_bridge.shard_order import ShardWindows  # noqa: E402
+from torch_bridge.order.plan import EpochPlan  # noqa: E402
+from torch_bridge.order.shard_order import ShardWindows  # noqa: E402
 
 BLOCK = 1 << 20
 HEADER, LABEL_MEMBER = 512, 1024

@@ -16,7 +16,7 @@ markers checks the file's structure:
 
 What it cannot see: scan data cut short or overwritten without leaving a marker behind (no
 restart interval, garbage holding no 0xFF byte). Only decoding finds those (`python -m
-torch_bridge.check --decode`); docs/failure_modes.md lists both cases.
+torch_bridge.tools.check --decode`); docs/failure_modes.md lists both cases.
 """
 from __future__ import annotations
 

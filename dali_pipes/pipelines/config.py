@@ -23,14 +23,14 @@ class PipelineConfig:
 
     num_threads: int = 0  # 0: this rank's share of its cores, plus one (default_threads)
     prefetch_queue_depth: int = 2
-    # DALI pipelines of the graph taking batches in turn (torch_bridge.pipe_ring), each
+    # DALI pipelines of the graph taking batches in turn (torch_bridge.engines._pipe_ring), each
     # with its share of num_threads; 0: 2 for a graph whose augmentation policy runs on
     # DALI's own operators on the CPU backend with >= 2 cores, else 1.
     pipelines: int = 0
     # Worker processes preparing the external_source inputs of upcoming batches (reads,
     # PyAV decoding, alignment: a modality's feeds) beside DALI; 0: in the main process;
     # "auto": workers only for clips that go through the PyAV fallback, one per core of
-    # this rank (torch_bridge.autoworkers).
+    # this rank (torch_bridge.engines._autoworkers).
     py_num_workers: int | str = "auto"
     use_fast_idct: bool = False
     # Large JPEGs on the CPU backend: decode crop windows >= 2x the output at 1/2-1/8

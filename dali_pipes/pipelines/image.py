@@ -10,8 +10,8 @@ Output "image": float32 (3, size, size) normalized with ImageNet mean/std. An `I
 mean/std, the dtype (float16; uint8 without normalisation; bfloat16 leaves as float32 and is
 cast by the loader) and the layout (HWC for channels_last, permuted to a view by the loader),
 and add a vertical flip (input "vflip") and colour jitter / grayscale / blur (inputs "jitter",
-"blur_sigma", each only when used; dali_pipes.pipelines.photometric), a policy
-(dali_pipes.pipelines.policies) and a per-epoch size ("out_size", with a resolution
+"blur_sigma", each only when used; dali_pipes.recipes.photometric_graph), a policy
+(dali_pipes.recipes.policies_graph) and a per-epoch size ("out_size", with a resolution
 schedule); the default recipe builds exactly the default graph.
 
 Decoding only the crop window (`decoders.image_slice`) skips the scanlines outside it and
@@ -34,11 +34,11 @@ from dali_pipes.pipelines.config import PipelineConfig, check_device
 from dali_pipes.pipelines.image_decode import decode_inputs, decode_window
 from dali_pipes.pipelines.inputs import external_inputs
 from dali_pipes.pipelines.jpeg_partial import decode_crop_resize, partial_decode_applies
-from dali_pipes.pipelines.photometric import photometric
-from dali_pipes.pipelines.policies import apply_policy
 from dali_pipes.pipelines.resize import resize
-from dali_pipes.policies import num_slots
 from dali_pipes.recipes import ImageRecipe
+from dali_pipes.recipes.photometric_graph import photometric
+from dali_pipes.recipes.policies import num_slots
+from dali_pipes.recipes.policies_graph import apply_policy
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD  # noqa: F401  (bench imports them here)
 
 INPUTS = schema.names(schema.IMAGE_INPUTS)

@@ -54,7 +54,7 @@ from dali_pipes.pipelines.resize import resize
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
 # Codecs the "mixed" (NVDEC) video decoder takes by name; the loaders route each file by
-# codec, size, chroma, bit depth and GPU family instead (dali_pipes.nvdec.route).
+# codec, size, chroma, bit depth and GPU family instead (dali_pipes.gpu.nvdec.route).
 GPU_DECODABLE_CODECS = frozenset({"h264", "hevc", "vp8", "vp9", "av1"})
 INPUTS = schema.names(schema.VIDEO_INPUTS)
 OUTPUTS = schema.VIDEO_SCHEMA.outputs

@@ -47,7 +47,7 @@ def test_h264_through_nvdec(ctx):
     pytest.importorskip("av")
     import torch
 
-    from dali_pipes.nvdec import StreamFormat, generation, route
+    from dali_pipes.gpu.nvdec import StreamFormat, generation, route
     family = generation(torch.cuda.get_device_capability())
     assert route(StreamFormat("h264", 256, 256, chroma="420", bit_depth=8), device="gpu",
                  family=family)[0] == "nvdec"
@@ -67,7 +67,7 @@ def test_clips_nvdec_cannot_take_still_load(ctx):
 def test_device_probe_decodes_vp9_and_h264():
     import torch
 
-    from dali_pipes.nvdec_probe import probe_codecs
+    from dali_pipes.gpu.nvdec_probe import probe_codecs
     found = probe_codecs(torch.cuda.current_device())
     assert found.get("vp9") and found.get("h264"), found
 
@@ -85,7 +85,7 @@ def test_images_per_second_and_jpeg_engine(ctx):
 
 
 def test_doctor_has_no_failing_row_on_the_gpu():
-    run = subprocess.run([sys.executable, "-m", "torch_bridge.doctor", "--json"],
+    run = subprocess.run([sys.executable, "-m", "torch_bridge.tools.doctor", "--json"],
                          capture_output=True, text=True, timeout=180)
     rows = {c["name"]: c for c in json.loads(run.stdout)["checks"]}
     assert rows["mixed pipeline"]["status"] == "ok", rows["mixed pipeline"]

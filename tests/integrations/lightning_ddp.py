@@ -13,7 +13,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from torch_bridge.lightning import DaliDataModule
+from torch_bridge.integrations.lightning import DaliDataModule
 
 EPOCHS = 2
 

@@ -21,8 +21,8 @@ from torch_bridge import make_loader
 
 L = pytest.importorskip("lightning")
 
-# skip the module before torch_bridge.lightning imports lightning
-from torch_bridge.lightning import DaliDataModule, LightningLoader  # noqa: E402
+# skip the module before torch_bridge.integrations.lightning imports lightning
+from torch_bridge.integrations.lightning import DaliDataModule, LightningLoader  # noqa: E402
 
 pytestmark = [  # Lightning's notes on what these small fits leave out on purpose
     pytest.mark.filterwarnings("ignore:.*LeafSpec"),
@@ -287,9 +287,14 @@ def test_importing_torch_bridge_does_not_import_lightning(images):
             "found = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('lightning', 'pytorch_lightning', 'lightning_fabric'))\n"
             "print(found)\n"
-            "import torch_bridge.lightning\n"
+            "import torch_bridge.integrations.lightning\n"
             "print('lightning' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.split() == ["[]", "True"]
+
+
+def test_the_contract_path_names_the_same_data_module():
+    import torch_bridge.lightning as contract
+    assert contract.DaliDataModule is DaliDataModule

@@ -16,9 +16,9 @@ import pytest
 from nvidia.dali import Pipeline
 
 from dali_pipes import native
-from dali_pipes.pipelines.policies import apply_policy
-from dali_pipes.policies import OP, affine_matrices, photo_params
 from dali_pipes.recipes import image_recipe
+from dali_pipes.recipes.policies import OP, affine_matrices, photo_params
+from dali_pipes.recipes.policies_graph import apply_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = ("from dali_pipes import native; p = native.library('policy_op'); "

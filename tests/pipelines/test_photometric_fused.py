@@ -16,8 +16,8 @@ from nvidia.dali import Pipeline
 from dali_pipes import native
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import build_image_pipeline
-from dali_pipes.pipelines.photometric import adjust_mask, fused_photometric_applies, photometric
 from dali_pipes.recipes import image_recipe
+from dali_pipes.recipes.photometric_graph import adjust_mask, fused_photometric_applies, photometric
 from dali_pipes.testing.sample_data import photo_like
 
 pytestmark = pytest.mark.parametrize("fused", [True])
@@ -59,10 +59,10 @@ def _run(images, rows, recipe, fused=True, vectorized=True):
 
 
 def _torchvision(image, row, recipe):
-    """torch_bridge.photometric's colour steps (the torch path's; no blur) on one HWC image,
+    """torch_bridge.recipes.photometric's colour steps (the torch path's; no blur) on one HWC image,
     with the float32 row's factors (as the loader passes them; 1 - factor then matches the
     operator's)."""
-    from torch_bridge.photometric import apply_photometric
+    from torch_bridge.recipes.photometric import apply_photometric
     assert recipe.blur == 0
     t = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
     return apply_photometric(t, np.asarray(row, np.float32), 0.0, recipe).permute(1, 2, 0).numpy()

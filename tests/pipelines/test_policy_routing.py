@@ -9,9 +9,9 @@ import pytest
 from nvidia.dali import Pipeline
 
 from bench.studies import policy_ops
-from dali_pipes.pipelines.policies import apply_policy
-from dali_pipes.policies import OP, OPS, affine_matrices, photo_params
 from dali_pipes.recipes import image_recipe
+from dali_pipes.recipes.policies import OP, OPS, affine_matrices, photo_params
+from dali_pipes.recipes.policies_graph import apply_policy
 
 pytestmark = pytest.mark.parametrize("fused", [False, True], ids=["composed", "fused"])
 

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from torch_bridge.plan import EpochPlan
+from torch_bridge.order.plan import EpochPlan
 
 
 def batches(plan: EpochPlan, epoch: int, start: int = 0) -> Iterator[tuple[int, np.ndarray]]:

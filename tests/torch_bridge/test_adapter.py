@@ -9,7 +9,7 @@ from torch.utils.data import Dataset, Sampler
 from dali_pipes.sources import ImageFolderSource
 from tests.conftest import undefined_quant_table
 from torch_bridge import SampleError, make_loader
-from torch_bridge.adapter import dali_from_dataset
+from torch_bridge.integrations.adapter import dali_from_dataset
 
 SIZE = 32
 BATCH = 8

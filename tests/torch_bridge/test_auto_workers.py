@@ -10,8 +10,8 @@ from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.testing.sample_video import synthetic_frames, write_video
 from tests.conftest import write_image_folder
-from torch_bridge import autoworkers
-from torch_bridge.autoworkers import auto_workers, data_codecs, rank_cores, resolve_workers
+from torch_bridge.engines import _autoworkers as autoworkers
+from torch_bridge.engines._autoworkers import auto_workers, data_codecs, rank_cores, resolve_workers
 
 # PyAV encoder, file suffix, codec name as probed, goes through PyAV on DALI's CPU backend
 FAMILIES = {"h264": ("libx264", ".mp4", True), "hevc": ("libx265", ".mkv", True),

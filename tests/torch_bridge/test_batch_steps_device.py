@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes.erasing import erase_boxes, erase_noise
-from dali_pipes.mixing import MixParams
-from torch_bridge.erasing import erase_on_device
-from torch_bridge.mixing import _mix_in_place, mix_on_device
+from dali_pipes.recipes.erasing import erase_boxes, erase_noise
+from dali_pipes.recipes.mixing import MixParams
+from torch_bridge.recipes.erasing import erase_on_device
+from torch_bridge.recipes.mixing import _mix_in_place, mix_on_device
 
 
 def _boxes(n=6, h=20, w=24):
@@ -67,5 +67,5 @@ def test_erasing_keys_come_from_the_host_copy_not_the_staged_index(image_folder)
     raw = {"image": torch.randn(len(keys), 3, 32, 32), "index": index}
     want = raw["image"].clone()
     got = modality.after_batch(raw, 0, 0)["image"]
-    from torch_bridge.erasing import erase_batch
+    from torch_bridge.recipes.erasing import erase_batch
     assert torch.equal(got, erase_batch(want, keys, seed=1, epoch=0, recipe=modality.recipe))

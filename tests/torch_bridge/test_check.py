@@ -12,11 +12,11 @@ import pytest
 
 from tests.conftest import write_image_folder
 from tests.formats.jpeg_corruptions import bomb, cut_with_eoi, encode, eoi_inside
-from torch_bridge.check import check_data, detect_modality, main
+from torch_bridge.tools.check import check_data, detect_modality, main
 
 
 def _run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torch_bridge.check", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "torch_bridge.tools.check", *map(str, args)],
                           capture_output=True, text=True, timeout=300, env=dict(os.environ))
 
 

@@ -3,7 +3,7 @@
 One launch of tests/torch_bridge/dist_worker.py (module fixture) runs every case on both
 ranks; the tests below compare the two ranks' JSON reports. Data set sizes are odd, so the
 plan pads: the epoch order (before sharding) wraps around to a multiple of the world size,
-then rank r takes every world_size-th position from r (torch_bridge/plan.py, like
+then rank r takes every world_size-th position from r (torch_bridge/order/plan.py, like
 DistributedSampler). With N samples and W ranks the padded global order g has
 W * ceil(N / W) entries, g[:N] is a permutation of the data set and g[N:] == g[:len(g) - N].
 """
@@ -24,7 +24,7 @@ from dali_pipes.testing.sample_fusion import small_fusion_folder
 from dali_pipes.testing.sample_hyperspectral import write_scene
 from dali_pipes.testing.sample_video import small_video_folder
 from tests.conftest import BACKENDS, write_image_folder
-from torch_bridge.plan import EpochPlan
+from torch_bridge.order.plan import EpochPlan
 
 WORLD = 2
 EPOCH = 1  # dist_worker.EPOCH
@@ -173,7 +173,7 @@ def test_coverage_disjoint_shards_and_padding(result):
 
 def test_padded_repeat_is_the_same_sample_drawn_again(result):
     """The repeat on the last rank is the same index in the same epoch (same label), drawn
-    a second time: its augmentation key is index + num_samples (torch_bridge.plan), so it
+    a second time: its augmentation key is index + num_samples (torch_bridge.order.plan), so it
     gets augmentation of its own, as a DataLoader's random transforms would give it."""
     case, per_rank = result
     n = case["num_samples"]

@@ -1,4 +1,4 @@
-"""torch_bridge.doctor: the CLI end to end, and each pure check with injected values."""
+"""torch_bridge.tools.doctor: the CLI end to end, and each pure check with injected values."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from torch_bridge import doctor
-from torch_bridge.doctor import Env, GiB
+from torch_bridge.tools import doctor
+from torch_bridge.tools.doctor import Env, GiB
 
 BASE = {"python", "torch", "cuda", "driver", "driver vs torch", "driver vs DALI",
         "torch/DALI CUDA", "dali", "cupy", "CUDA majors", "pinned memory", "/dev/shm",
@@ -25,7 +25,7 @@ EXPECTED = _expected()
 
 
 def test_cli_json_reports_every_check():
-    proc = subprocess.run([sys.executable, "-m", "torch_bridge.doctor", "--json"],
+    proc = subprocess.run([sys.executable, "-m", "torch_bridge.tools.doctor", "--json"],
                           capture_output=True, text=True, timeout=120)
     report = json.loads(proc.stdout)
     names = {c["name"] for c in report["checks"]}

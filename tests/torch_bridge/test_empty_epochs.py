@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from torch_bridge import make_loader
-from torch_bridge.dali_engine import DaliEngine
+from torch_bridge.engines.dali import DaliEngine
 from torch_bridge.errors import SampleGuard
-from torch_bridge.plan import EpochPlan
-from torch_bridge.repeated import Repeated
+from torch_bridge.order.plan import EpochPlan
+from torch_bridge.order.repeated import Repeated
 
 
 def _loader(folder, backend, **kw):

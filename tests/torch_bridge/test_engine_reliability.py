@@ -29,12 +29,13 @@ import torchvision.transforms.v2.functional  # noqa: F401
 from dali_pipes.pipelines.config import load_config
 from dali_pipes.testing.sample_hyperspectral import small_scene_folder
 from tests.conftest import write_image_folder
-from torch_bridge import SampleError, feeders, make_loader
-from torch_bridge.dali_engine import DaliEngine
+from torch_bridge import SampleError, make_loader
+from torch_bridge.engines import _feeders as feeders
+from torch_bridge.engines.dali import DaliEngine
 from torch_bridge.errors import SampleGuard, WorkerDied
 from torch_bridge.loader import Loader
 from torch_bridge.modalities.hyperspectral import HyperspectralModality
-from torch_bridge.plan import EpochPlan
+from torch_bridge.order.plan import EpochPlan
 
 REPO = Path(__file__).resolve().parents[2]
 # "dali-workers": the DALI backend with two feed worker processes

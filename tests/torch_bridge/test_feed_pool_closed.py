@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from torch_bridge.feed_pool import ProcessPool
+from torch_bridge.engines._feed_pool import ProcessPool
 
 
 def _init(results) -> None:

@@ -10,7 +10,7 @@ import pytest
 import torchvision
 
 from torch_bridge import make_loader
-from torch_bridge.option_types import OptionTypeError, annotations_of, check_options
+from torch_bridge._option_types import OptionTypeError, annotations_of, check_options
 
 BAD_LOADER_OPTIONS = [("train", "False"), ("size", "224"), ("size", 224.0),
                       ("batch_size", 2.0), ("batch_size", "8"), ("shuffle", "no"),

@@ -1,4 +1,4 @@
-"""config py_num_workers > 0: feeds prepared in worker processes (torch_bridge.feeders).
+"""config py_num_workers > 0: feeds prepared in worker processes (torch_bridge.engines._feeders).
 
 Every check compares against py_num_workers = 0 on the same data: batches, skips, the
 guard's known-bad samples, errors, resume; and that no worker process outlives its loader.
@@ -24,12 +24,12 @@ from dali_pipes.testing.sample_hyperspectral import small_scene_folder
 from dali_pipes.testing.sample_video import small_video_folder
 from tests.conftest import undefined_quant_table, write_image_folder
 from torch_bridge import SampleError, make_loader
+from torch_bridge.engines._feeders import FeedPool, PlanBatch
+from torch_bridge.engines._workers import start_method
 from torch_bridge.errors import SampleGuard
-from torch_bridge.feeders import FeedPool, PlanBatch
 from torch_bridge.modalities.fusion import FusionModality
 from torch_bridge.modalities.hyperspectral import HyperspectralModality
 from torch_bridge.modalities.video import VideoModality
-from torch_bridge.workers import start_method
 
 pytest.importorskip("spectral")
 VIDEO = {"batch_size": 2, "clip_length": 4, "stride": 2, "size": None}

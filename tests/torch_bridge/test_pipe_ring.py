@@ -1,4 +1,4 @@
-"""Several DALI pipelines taking batches in turn (torch_bridge.pipe_ring): the same batches,
+"""Several DALI pipelines taking batches in turn (engines._pipe_ring): the same batches,
 resume, skips and error naming as one pipeline; the automatic count; the option's range."""
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from nvidia.dali import Pipeline
 
 from dali_pipes import native
 from dali_pipes.pipelines.config import PipelineConfig, load_config
-from dali_pipes.pipelines.policies import native_policy
+from dali_pipes.recipes.policies_graph import native_policy
 from tests.conftest import undefined_quant_table, write_image_folder
 from tests.torch_bridge.contract import truncate
 from torch_bridge import SampleError, make_loader
-from torch_bridge.pipe_ring import PipeRing, pipeline_count, ring_member_config
+from torch_bridge.engines._pipe_ring import PipeRing, pipeline_count, ring_member_config
 
 
 def _loader(folder, pipelines: int, **kw):

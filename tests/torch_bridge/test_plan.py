@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from tests.torch_bridge.plan_batches import batches
-from torch_bridge.plan import EpochPlan
+from torch_bridge.order.plan import EpochPlan
 
 
 def test_order_is_a_permutation_fixed_by_seed_and_epoch():
@@ -83,7 +83,7 @@ def _draws_by_loop(order):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_draw_counts_match_a_loop(seed):
-    from torch_bridge.plan import draw_counts
+    from torch_bridge.order.plan import draw_counts
     order = np.random.default_rng(seed).integers(0, 7, size=40)
     assert np.array_equal(draw_counts(order), _draws_by_loop(order))
     assert draw_counts(np.array([], np.int64)).shape == (0,)
@@ -117,8 +117,8 @@ def test_padded_repeats_get_keys_of_their_own(n, world):
 # len(order) entries are the epoch's samples (the rest is padding).
 from collections import Counter  # noqa: E402
 
-from torch_bridge.plan import ResumedEpoch, remaining_span  # noqa: E402
-from torch_bridge.sampling import ClassBalanced, SourceAware  # noqa: E402
+from torch_bridge.order.plan import ResumedEpoch, remaining_span  # noqa: E402
+from torch_bridge.order.sampling import ClassBalanced, SourceAware  # noqa: E402
 
 
 def _plans(n, world, batch, drop_last=False, sampler=None, seed=5):

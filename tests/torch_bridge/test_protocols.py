@@ -11,8 +11,8 @@ import torch
 from dali_pipes.schema import FRAME_OUTPUTS
 from tests.conftest import MODALITY_KINDS
 from torch_bridge import registry
-from torch_bridge.adapter import _DatasetFeed, _DatasetPlan, dali_from_dataset
-from torch_bridge.plan import EpochPlan
+from torch_bridge.integrations.adapter import _DatasetFeed, _DatasetPlan, dali_from_dataset
+from torch_bridge.order.plan import EpochPlan
 from torch_bridge.protocols import BatchPlan, DaliFeed, Engine, Modality
 
 

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes import augment
-from dali_pipes.recipes import image_recipe
+from dali_pipes.recipes import augment, image_recipe
 from torch_bridge import make_loader
 
 FAST_TORCH = {"num_workers": 0}

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes.mixing import mix_params
 from dali_pipes.recipes import image_recipe
+from dali_pipes.recipes.mixing import mix_params
 from torch_bridge import make_loader
-from torch_bridge.mixing import mix_batch, soft_targets
+from torch_bridge.recipes.mixing import mix_batch, soft_targets
 
 MIX = dict(mixup=0.8, cutmix=1.0, label_smoothing=0.1)
 
@@ -165,7 +165,7 @@ def test_resume_mid_epoch_reproduces_mixed_batches(image_folder, backend, opts):
 
 
 def test_erase_boxes_follow_torchvision_semantics():
-    from dali_pipes.erasing import erase_boxes
+    from dali_pipes.recipes.erasing import erase_boxes
     boxes = erase_boxes(0, 0, np.arange(2000), 32, 48, p=0.5, scale=(0.02, 0.33),
                         ratio=(0.3, 3.3))
     erased = boxes[:, 2] > 0
@@ -180,7 +180,7 @@ def test_erase_boxes_follow_torchvision_semantics():
 def test_erasing_identical_on_both_backends(image_folder, value):
     """The same boxes and noise on both backends: inside every box the pixels are equal
     exactly (the fill), and a loader without erasing differs only inside the boxes."""
-    from dali_pipes.erasing import erase_boxes
+    from dali_pipes.recipes.erasing import erase_boxes
     opts = dict(erasing=1.0, erasing_value=value, memory_format="channels_last")
     dali = next(iter(_loader(image_folder, "dali", **opts)))
     ref = next(iter(_loader(image_folder, "torch", **opts)))

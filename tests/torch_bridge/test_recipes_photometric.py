@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes.photometric import NO_BLUR_SIGMA, photometric_params
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import build_image_pipeline
-from dali_pipes.pipelines.photometric import fused_photometric_applies
 from dali_pipes.recipes import image_recipe
+from dali_pipes.recipes.photometric import NO_BLUR_SIGMA, photometric_params
+from dali_pipes.recipes.photometric_graph import fused_photometric_applies
 from tests.pipelines.graph import decodes_on_gpu, graph_ops, output_devices
 from torch_bridge import make_loader
 

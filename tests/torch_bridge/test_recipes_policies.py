@@ -9,9 +9,9 @@ import torch
 
 from bench.studies.policy_ops import CASES, compare
 from bench.studies.policy_ops import test_images as policy_images
-from dali_pipes.pipelines.policies import native_policy
-from dali_pipes.policies import OP, policy_ops
 from dali_pipes.recipes import image_recipe
+from dali_pipes.recipes.policies import OP, policy_ops
+from dali_pipes.recipes.policies_graph import native_policy
 from torch_bridge import make_loader
 
 # max |dali - torch| per operation in uint8 levels for the graph of DALI's own operators

@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from dali_pipes.recipe_files import RECIPE_DIR, available_recipes, load_recipe
+from dali_pipes.recipes.files import RECIPE_DIR, available_recipes, load_recipe
 from torch_bridge import make_loader
 
 

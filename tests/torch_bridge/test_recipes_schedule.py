@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dali_pipes.recipe_files import load_recipe
 from dali_pipes.recipes import image_recipe, size_at
+from dali_pipes.recipes.files import load_recipe
 from torch_bridge import make_loader
 
 TABLE = {0: 16, 2: (24, 32)}

@@ -14,7 +14,7 @@ from PIL import Image
 from dali_pipes.testing.sample_detection import write_detection_folder
 from tests.conftest import write_image_folder
 from torch_bridge import SampleError, make_loader
-from torch_bridge.check import main as check_main
+from torch_bridge.tools.check import main as check_main
 
 OVER_PILLOW = 10**9  # a max_pixels above the frame's, so Pillow's own limit is what fails
 

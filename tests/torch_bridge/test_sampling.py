@@ -9,8 +9,8 @@ import torch
 from tests.conftest import write_image_folder
 from tests.torch_bridge.plan_batches import batches
 from torch_bridge import make_loader
-from torch_bridge.plan import EpochPlan
-from torch_bridge.sampling import ClassBalanced, SourceAware
+from torch_bridge.order.plan import EpochPlan
+from torch_bridge.order.sampling import ClassBalanced, SourceAware
 
 IMBALANCED = np.array([0] * 200 + [1] * 20, dtype=np.int64)  # 10:1
 SOURCES = np.array([0] * 90 + [1] * 7 + [2] * 3, dtype=np.int64)

@@ -8,7 +8,7 @@ import torch
 from dali_pipes.formats.video import decode_frames_pyav, decoder_threads, probe_video
 from dali_pipes.testing.sample_video import small_video_folder
 from torch_bridge import make_loader
-from torch_bridge.autoworkers import rank_cores
+from torch_bridge.engines._autoworkers import rank_cores
 from torch_bridge.modalities.clip_resize import resize_clip
 from torch_bridge.modalities.video import VideoModality
 

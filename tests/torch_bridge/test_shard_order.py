@@ -1,4 +1,4 @@
-"""order="shards" (torch_bridge/shard_order.py): exactly once, determinism, per-rank shard
+"""order="shards" (torch_bridge/order/shard_order.py): exactly once, determinism, per-rank shard
 locality, equal rank lengths, resume on both backends over real WebDataset shards, and
 errors naming the options."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ import torch
 from tests.sources.shard_data import write_shards
 from tests.torch_bridge.plan_batches import batches
 from torch_bridge import make_loader
-from torch_bridge.plan import EpochPlan
-from torch_bridge.shard_order import ShardWindows
+from torch_bridge.order.plan import EpochPlan
+from torch_bridge.order.shard_order import ShardWindows
 
 SIZES = [5, 3, 7, 4, 6, 2, 8, 5, 5, 4, 9, 1]  # uneven shards, 59 samples
 SHARD_IDS = np.repeat(np.arange(len(SIZES)), SIZES)

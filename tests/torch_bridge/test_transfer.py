@@ -1,4 +1,4 @@
-"""torch_bridge.transfer: every host field of a batch reaches a device through one staging
+"""torch_bridge.engines._transfer: every host field of a batch reaches a device through one staging
 buffer and one non-blocking copy (checked with an injected allocator / transfer, since this
 machine may have no CUDA), pinned DALI CPU outputs convert, constants are cached."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 import torch
 from nvidia.dali.backend import TensorListCPU
 
-from torch_bridge import transfer
+from torch_bridge.engines import _transfer as transfer
 from torch_bridge.protocols import DaliFeed
 
 

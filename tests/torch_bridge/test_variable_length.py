@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from dali_pipes.align import align_to_frames
-from dali_pipes.augment import flips
 from dali_pipes.clips import clip_lengths
 from dali_pipes.formats.imu import imu_path_for, read_imu
 from dali_pipes.formats.video import decode_frames_pyav, probe_video
 from dali_pipes.frames import TIMESTAMPS, extract_tree, frame_name
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
+from dali_pipes.recipes.augment import flips
 from dali_pipes.sources.fusion import FusionFolderSource
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.testing.sample_data import encode_jpeg, photo_like
@@ -25,7 +25,7 @@ from dali_pipes.testing.sample_fusion import small_fusion_folder
 from dali_pipes.testing.sample_video import small_video_folder
 from tests.conftest import BACKENDS
 from torch_bridge import SampleError, make_loader, registry
-from torch_bridge.collate import pad_batch
+from torch_bridge.engines._collate import pad_batch
 
 T, STRIDE, COUNTS = 8, 2, (5, 9, 20)
 MEAN = torch.tensor(IMAGENET_MEAN).view(3, 1, 1) * 255

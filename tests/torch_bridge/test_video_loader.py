@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes.augment import flips
 from dali_pipes.formats.video import decode_frames_pyav, probe_video
+from dali_pipes.recipes.augment import flips
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.testing.sample_video import small_video_folder, synthetic_frames, write_video

@@ -21,7 +21,7 @@ def normalize_pixels(pixels: torch.Tensor) -> torch.Tensor:
     Returns:
         A new float32 tensor on the same device.
     """
-    from torch_bridge.transfer import on_device  # constants copied once per device
+    from torch_bridge.engines._transfer import on_device  # constants copied once per device
     mean = on_device("pixel_mean", PIXEL_MEAN, pixels.device)
     std = on_device("pixel_std", PIXEL_STD, pixels.device)
     if pixels.dim() == 5:
@@ -31,7 +31,7 @@ def normalize_pixels(pixels: torch.Tensor) -> torch.Tensor:
 
 def aug_keys(indices, keys=None) -> np.ndarray:
     """The keys random augmentation parameters are drawn from: the plan's (`keys`,
-    see torch_bridge.plan), or the indices themselves."""
+    see torch_bridge.order.plan), or the indices themselves."""
     return np.atleast_1d(np.asarray(indices if keys is None else keys, dtype=np.int64))
 
 

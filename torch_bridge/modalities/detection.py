@@ -6,7 +6,7 @@ backend: DALI decodes the window, resizes, flips, normalizes and slices the canv
 torch path does the same with torchvision in DataLoader workers. Boxes and masks are
 mapped ONCE in numpy (`dali_pipes.boxes.map_boxes` / `resample_masks`) and handed to both
 backends, so they are equal, not just close. On DALI the targets pass through the graph and
-are padded there (`fn.pad`); on torch the collate pads them (`torch_bridge.collate`).
+are padded there (`fn.pad`); on torch the collate pads them (`torch_bridge.engines._collate`).
 """
 from __future__ import annotations
 

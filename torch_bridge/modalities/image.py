@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from dali_pipes.augment import recipe_params
 from dali_pipes.formats.image_decode import (
     DecodeOptions,
     alpha_windows,
@@ -15,24 +14,24 @@ from dali_pipes.formats.image_decode import (
     prepare_decode,
 )
 from dali_pipes.formats.jpeg_scale import DCT_FACTORS
-from dali_pipes.mixing import mix_params
-from dali_pipes.photometric import photometric_params
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
 from dali_pipes.pipelines.jpeg_partial import partial_decode_applies
-from dali_pipes.policies import affine_matrices, photo_params, policy_ops
-from dali_pipes.recipe_files import load_recipe
 from dali_pipes.recipes import ImageRecipe, check_num_classes, image_recipe, size_at
+from dali_pipes.recipes.augment import recipe_params
+from dali_pipes.recipes.files import load_recipe
+from dali_pipes.recipes.mixing import mix_params
+from dali_pipes.recipes.photometric import photometric_params
+from dali_pipes.recipes.policies import affine_matrices, photo_params, policy_ops
 from dali_pipes.sources.hf import image_source
 from dali_pipes.sources.image import ImageFolderSource, class_folder_objects
 from dali_pipes.sources.options import ImageSourceOptions
 from dali_pipes.sources.shards import ShardSource, is_shard_data
 from dali_pipes.stores.options import StoreOptions
 from dali_pipes.stores.select import remote_store
-from torch_bridge.erasing import erase_batch
+from torch_bridge._option_types import OptionTypeError
 from torch_bridge.errors import SampleGuard
-from torch_bridge.mixing import mix_batch
 from torch_bridge.modalities import image_scaled
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 from torch_bridge.modalities.image_decode import (
@@ -40,10 +39,11 @@ from torch_bridge.modalities.image_decode import (
     split_alpha_norm,
     with_alpha_channel,
 )
-from torch_bridge.option_types import OptionTypeError
 from torch_bridge.options import split_options
-from torch_bridge.photometric import apply_photometric
-from torch_bridge.policies import apply_policy
+from torch_bridge.recipes.erasing import erase_batch
+from torch_bridge.recipes.mixing import mix_batch
+from torch_bridge.recipes.photometric import apply_photometric
+from torch_bridge.recipes.policies import apply_policy
 
 _INTERP = {"bilinear": "BILINEAR", "bicubic": "BICUBIC", "lanczos": "LANCZOS",
            "nearest": "NEAREST"}
@@ -57,7 +57,7 @@ class ImageModality(SourceModality):
     hflip, vflip, dtype, memory_format, mixup, cutmix, mix_prob, switch_prob, mix_mode,
     label_smoothing, num_classes, erasing, erasing_scale, erasing_ratio, erasing_value,
     color_jitter, grayscale, blur, blur_sigma, blur_kernel, auto_augment, num_ops, magnitude,
-    magnitude_std; `recipe` (a preset name or a TOML path, `dali_pipes.recipe_files`) sets
+    magnitude_std; `recipe` (a preset name or a TOML path, `dali_pipes.recipes.files`) sets
     every option left at its default.
     `max_pixels`: images whose header claims more pixels are bad samples under on_error, on
     both backends, before decoding (default PIL's 89,478,485; None: no limit).
@@ -248,7 +248,7 @@ class ImageModality(SourceModality):
             shape = (1, channels, 1, 1)
         if not recipe.normalize:
             return pixels
-        from torch_bridge.transfer import on_device  # constants copied once per device
+        from torch_bridge.engines._transfer import on_device  # constants copied once per device
         mean, std = (on_device(f"recipe {name} {values} {shape}",
                                torch.tensor(values).view(shape), pixels.device)
                      for name, values in zip(("mean", "std"), recipe.pixel_mean_std(),

@@ -12,7 +12,7 @@ swscale's YUV->RGB and the two resizers differ: mean absolute difference about 2
 
 `pad="variable"`: a clip keeps only the frames its video has (still `stride` apart), and the
 batch is padded to its longest clip: by `fn.pad` in the graph on the DALI backend, by
-`torch_bridge.collate.pad_batch` on the torch backend. Padded positions are 0 in "frames"
+`torch_bridge.engines._collate.pad_batch` on the torch backend. Padded positions are 0 in "frames"
 (after normalization), "timestamps" and "imu", False in "imu_valid"; the batch gains
 "length" int64 (B,) and "mask" bool (B, T).
 
@@ -33,17 +33,17 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from dali_pipes.augment import flips
 from dali_pipes.clip_crops import ClipResize, check_crop_options, clip_windows
 from dali_pipes.clips import LoaderPad, check_loader_pad
 from dali_pipes.formats.video import decoder_threads
-from dali_pipes.nvdec import StreamFormat, generation, route
+from dali_pipes.gpu.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
+from dali_pipes.recipes.augment import flips
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.sources.video_data import video_source
 from torch_bridge import registry
-from torch_bridge.autoworkers import rank_cores
+from torch_bridge.engines._autoworkers import rank_cores
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 from torch_bridge.modalities.clip_resize import (
@@ -60,10 +60,10 @@ _DUMMY_BYTES = np.zeros(1, np.uint8)
 
 def _decoder_context(dev: torch.device) -> tuple[str | None, dict | None]:
     """(GPU family, device probe results) of a CUDA device, (None, None) for the CPU; the
-    probe (`dali_pipes.nvdec_probe`, cached per process) needs CUDA."""
+    probe (`dali_pipes.gpu.nvdec_probe`, cached per process) needs CUDA."""
     if dev.type != "cuda":
         return None, None
-    from dali_pipes.nvdec_probe import probe_codecs
+    from dali_pipes.gpu.nvdec_probe import probe_codecs
     index = dev.index if dev.index is not None else torch.cuda.current_device()
     return generation(torch.cuda.get_device_capability(index)), probe_codecs(index)
 
@@ -225,7 +225,7 @@ class VideoModality(ClipModality):
     shards of video members (docs/data_sources.md); `storage_options`, `cache_dir` and
     `cache_limit` (bytes) for data behind URLs, as for images. `device` ("cpu",
     "cuda", "cuda:N"; fixed here, never changed by build_pipeline) chooses the DALI graph's
-    device and, on a GPU, the decoder of each file (`dali_pipes.nvdec.route`: NVDEC where
+    device and, on a GPU, the decoder of each file (`dali_pipes.gpu.nvdec.route`: NVDEC where
     the GPU family's tables and the one-time device probe allow it, else the PyAV fallback).
     `scaled_decode` (default True): clips decoded with PyAV (the torch path, and the
     fallback of the DALI backend) leave the decoder already scaled to `size` (or to the crop
@@ -315,7 +315,7 @@ class VideoModality(ClipModality):
         """The PyAV decoder's threads in this process: `decode_threads`, or (0) this rank's
         cores shared by the DataLoader workers decoding (1 in a feed worker: "auto" starts
         one per core)."""
-        from torch_bridge.feeders import in_feed_worker
+        from torch_bridge.engines._feeders import in_feed_worker
         if self.decode_threads:
             return self.decode_threads
         if in_feed_worker():

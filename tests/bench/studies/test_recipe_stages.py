@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from bench.studies.recipe_stages import CONFIGS, toml_text, write_recipes
-from dali_pipes.recipe_files import load_recipe, tomllib
 from dali_pipes.recipes import image_recipe
+from dali_pipes.recipes.files import load_recipe, tomllib
 from tests.conftest import write_image_folder
 
 ROOT = Path(__file__).resolve().parents[3]

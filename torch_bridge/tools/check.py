@@ -1,0 +1,261 @@
+"""`python -m torch_bridge.check DATA [DATA ...] [--modality M] [--decode] [--annotations F]`:
+scan a data set before training with the validation the loaders use, and say what they would
+skip and why.
+
+It builds the modality's source exactly as `make_loader` does (the listing, scene headers,
+label maps, IMU channel agreement and a detection set's COCO file are checked there; a
+failure there means make_loader itself would fail) and then runs each sample's own checks:
+images and frame-folder JPEGs are read and checked like the loaders' reads (header,
+`max_pixels`, the scan check of `dali_pipes.formats.jpeg_scan`; for detection also the
+file's "height" / "width"), videos probed, IMU files parsed, hyperspectral cubes opened and
+compared with their listing. Listing entries that look broken (dangling symlinks, symlink
+loops, unreadable class folders) count as problems too. `--decode` also decodes every JPEG
+strictly (any decoder warning is an error): that finds what the cheap scan check cannot see
+(docs/failure_modes.md). Progress goes to stderr (a rich bar on a terminal, plain lines
+otherwise), problems and the summary to stdout; the exit code is 1 when anything is bad.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import io
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from torch_bridge import registry
+
+MODALITIES = registry.names()
+DEFAULT_ANNOTATIONS = "instances.json"  # the detection loader's default
+# Listing reasons that only say "not a sample"; any other reason is a problem.
+BENIGN = frozenset({"hidden", "other extension", "not a file", "not a folder"})
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    reason: str
+
+
+@dataclass
+class Report:
+    modality: str
+    checked: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    ignored: int = 0  # listing entries that are not samples (other extensions, hidden)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def detect_modality(data) -> str:
+    """"hyperspectral" for folders of .hdr/.spe scenes, "detection" for a folder holding
+    `instances.json`, "fusion" when videos have IMU files beside them, "video" for videos or
+    frame folders, else "image"."""
+    from dali_pipes.sources.hyperspectral import SCENE_SUFFIXES
+    from dali_pipes.sources.video import VIDEO_EXTENSIONS
+    from dali_pipes.sources.video_frames import is_frame_folder_tree
+
+    first = os.fspath(data[0] if isinstance(data, (list, tuple)) else data)
+    names = os.listdir(first)
+    if any(os.path.splitext(n)[1].lower() in SCENE_SUFFIXES for n in names):
+        return "hyperspectral"
+    if DEFAULT_ANNOTATIONS in names:
+        return "detection"
+    if is_frame_folder_tree(data):
+        return "video"
+    inside = [n for d in names if os.path.isdir(os.path.join(first, d))
+              for n in os.listdir(os.path.join(first, d))]
+    if any(n.endswith(".imu.csv") for n in inside):
+        return "fusion"
+    if any(os.path.splitext(n)[1].lower() in VIDEO_EXTENSIONS for n in inside):
+        return "video"
+    return "image"
+
+
+def _strict_decode(data, path: str) -> None:
+    """Decode a JPEG strictly (other formats were checked from their headers only)."""
+    import simplejpeg
+
+    from dali_pipes.formats.image_kind import image_kind
+    if image_kind(data) != "jpeg":
+        return
+    try:
+        simplejpeg.decode_jpeg(data.tobytes(), strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{path}: decoder: {exc}") from exc
+
+
+Units = list[tuple[str, Callable[[], object]]]
+
+
+def _image_units(data, decode: bool, max_pixels) -> tuple[object, Units]:
+    from dali_pipes.sources.image import ImageFolderSource
+    src = ImageFolderSource(data, max_pixels=max_pixels)
+
+    def image(i: int) -> None:
+        raw, _ = src.read_checked(i)
+        if decode:
+            _strict_decode(raw, src.files[i])
+    return src, [(f, functools.partial(image, i)) for i, f in enumerate(src.files)]
+
+
+def _detection_units(data, decode: bool, max_pixels, annotations) -> tuple[object, Units]:
+    from dali_pipes.sources.detection import DetectionSource
+    src = DetectionSource(data, annotations=annotations, max_pixels=max_pixels)
+
+    def image(i: int) -> None:
+        raw, _ = src.read_checked(i)
+        if decode:
+            _strict_decode(raw, src.path(i))
+    return src, [(src.path(i), functools.partial(image, i)) for i in range(len(src))]
+
+
+def _frame_units(data, decode: bool, max_pixels) -> tuple[object, Units]:
+    from dali_pipes.sources.video_frames import FrameFolderSource
+    src = FrameFolderSource(data, max_pixels=max_pixels)
+
+    def folder(i: int) -> None:
+        frames = src.read_jpegs(i, np.arange(src.frame_count(i)))
+        for k, raw in enumerate(frames if decode else []):
+            _strict_decode(raw, f"{src.files[i]}/frame {k}")
+    return src, [(f, functools.partial(folder, i)) for i, f in enumerate(src.files)]
+
+
+def _scene_units(data) -> tuple[object, Units]:
+    from dali_pipes.sources.hyperspectral import HyperspectralSource
+    src = HyperspectralSource(data)
+    return src, [(s.path, functools.partial(src.cube, k)) for k, s in enumerate(src.scenes)]
+
+
+def _video_units(data, fusion: bool) -> tuple[object, Units]:
+    from dali_pipes.sources.fusion import FusionFolderSource
+    from dali_pipes.sources.video import VideoFolderSource
+    src = FusionFolderSource(data) if fusion else VideoFolderSource(data)
+
+    def video(i: int) -> None:
+        src.info(i)
+        if isinstance(src, FusionFolderSource):
+            src.stream(i)
+    return src, [(f, functools.partial(video, i)) for i, f in enumerate(src.files)]
+
+
+def _units(modality: str, data, *, decode: bool, max_pixels, annotations
+           ) -> tuple[object, Units]:
+    """(source, [(path, check)]): one check per file the loaders read."""
+    from dali_pipes.sources.video_frames import is_frame_folder_tree
+    if modality not in MODALITIES:
+        raise ValueError(f"modality must be one of {', '.join(MODALITIES)}, got {modality!r}")
+    if modality == "detection":
+        return _detection_units(data, decode, max_pixels, annotations)
+    if modality == "image":
+        return _image_units(data, decode, max_pixels)
+    if modality == "hyperspectral":
+        return _scene_units(data)
+    if modality == "video" and is_frame_folder_tree(data):
+        return _frame_units(data, decode, max_pixels)
+    return _video_units(data, fusion=modality == "fusion")
+
+
+def check_data(data, *, modality: str | None = None, decode: bool = False,
+               max_pixels: int | None = None, progress: Callable[[int, int], None] | None = None,
+               annotations: str = DEFAULT_ANNOTATIONS) -> Report:
+    """Check every sample of `data` as the loaders would.
+
+    Args:
+        data: a folder or list of folders, as for make_loader.
+        modality: one of MODALITIES, or None to detect it (`detect_modality`).
+        decode: also decode each JPEG strictly (simplejpeg, warnings are errors).
+        max_pixels: the image pixel limit (None: the loaders' default).
+        progress: called as progress(done, total) after each file.
+        annotations: the COCO file of a detection data set (as make_loader's option).
+
+    Returns:
+        A Report. Errors of making the source itself (make_loader would fail) propagate.
+    """
+    from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+
+    modality = modality or detect_modality(data)
+    source, units = _units(modality, data, decode=decode,
+                           max_pixels=DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels,
+                           annotations=annotations)
+    report = Report(modality)
+    listing = getattr(source, "listing", None)
+    ignored = getattr(listing, "ignored", ())
+    for path, why in zip(ignored, getattr(listing, "ignored_reasons", ()), strict=False):
+        if why in BENIGN:
+            report.ignored += 1
+        else:
+            report.problems.append(Problem(path, f"listing: {why}"))
+    for done, (path, check) in enumerate(units, 1):
+        try:
+            check()
+        except Exception as exc:  # what SampleGuard skips: any per-sample failure
+            report.problems.append(Problem(path, f"{type(exc).__name__}: {exc}"))
+        report.checked = done
+        if progress is not None:
+            progress(done, len(units))
+    return report
+
+
+class _Progress:
+    """A rich bar on a terminal, else a plain line every tenth of the way (stderr)."""
+
+    def __init__(self):
+        self._bar = self._task = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
+            self._bar = Progress(transient=True, console=Console(stderr=True))
+            self._bar.start()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar is not None:
+            if self._task is None:
+                self._task = self._bar.add_task("checking", total=total)
+            self._bar.update(self._task, completed=done)
+        elif done == total or done % max(1, total // 10) == 0:
+            print(f"checked {done}/{total}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torch_bridge.check",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="+", help="data folder(s), as for make_loader")
+    parser.add_argument("--modality", choices=MODALITIES, default=None)
+    parser.add_argument("--decode", action="store_true", help="also decode JPEGs strictly")
+    parser.add_argument("--max-pixels", type=int, default=None)
+    parser.add_argument("--annotations", default=DEFAULT_ANNOTATIONS,
+                        help="detection: the COCO instances file (default: %(default)s)")
+    args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # names that are not UTF-8 print escaped
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+    data = args.data[0] if len(args.data) == 1 else args.data
+    progress = _Progress()
+    try:
+        report = check_data(data, modality=args.modality, decode=args.decode,
+                            max_pixels=args.max_pixels, progress=progress,
+                            annotations=args.annotations)
+    except (OSError, ValueError) as exc:
+        progress.close()
+        print(f"error: make_loader would fail: {type(exc).__name__}: {exc}")
+        return 1
+    progress.close()
+    for problem in report.problems:
+        print(f"SKIP {problem.path}: {problem.reason}")
+    print(f"{report.modality}: checked {report.checked} files, {len(report.problems)} "
+          f"bad, {report.ignored} other entries ignored (not samples)")
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
