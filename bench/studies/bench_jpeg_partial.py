@@ -49,7 +49,7 @@ def files_of(root: Path, n: int) -> list[bytes]:
 
 
 def windows_of(files: list[bytes]) -> np.ndarray:
-    from dali_pipes.formats.jpeg import jpeg_size
+    from dali_pipes.formats.jpeg_scan import jpeg_size
     from dali_pipes.recipes.augment import random_resized_crop
     hw = np.array([jpeg_size(f) for f in files])
     return random_resized_crop(0, 0, np.arange(len(files)), hw[:, 0], hw[:, 1]).astype(np.int32)
@@ -97,7 +97,7 @@ def run_graph(pipe, files, windows) -> float:
 def run_feed_scaled(files, windows) -> float:
     """CPU seconds per image of today's large-photo path: the feed decodes each window at
     its DCT scale with simplejpeg (one thread), the scaled graph resizes and normalizes."""
-    from dali_pipes.formats.jpeg import jpeg_size
+    from dali_pipes.formats.jpeg_scan import jpeg_size
     from dali_pipes.pipelines.config import PipelineConfig
     from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
     from torch_bridge.modalities.image_scaled import decode_windows

@@ -14,7 +14,8 @@ import argparse
 import statistics
 import time
 
-from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size, read_header
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, read_header
+from dali_pipes.formats.jpeg_scan import jpeg_size
 from dali_pipes.testing.sample_data import image_dataset
 
 

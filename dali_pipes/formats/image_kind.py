@@ -4,7 +4,7 @@ JPEG, PNG, GIF, BMP, TIFF, WebP and JPEG 2000 (a .jp2 file or a raw J2K codestre
 told apart by their magic bytes, never by the file name. The size comes from the format's
 header (PNG IHDR, GIF logical screen, BMP info header, the first TIFF IFD, WebP
 VP8/VP8L/VP8X chunk, JPEG 2000 ihdr box or SIZ marker: `dali_pipes.formats.jpeg2000`);
-JPEG goes through the stricter `dali_pipes.formats.jpeg.jpeg_size`. PNG, GIF and JPEG 2000
+JPEG goes through the stricter `dali_pipes.formats.jpeg_scan.jpeg_size`. PNG, GIF and JPEG 2000
 are also checked for their end marker, so a truncated file fails here, naming the file,
 before a decoder sees it. With `max_pixels`, every frame of a GIF (the canvas Pillow grows
 to hold it), APNG, multi-page TIFF or animated WebP counts too (`image_frames`).
@@ -16,7 +16,7 @@ import struct
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.image_frames import frame_sizes
-from dali_pipes.formats.jpeg import check_pixels, jpeg_size
+from dali_pipes.formats.jpeg import check_pixels
 from dali_pipes.formats.jpeg2000 import (
     J2K_START,
     JP2_SIGNATURE,
@@ -24,6 +24,7 @@ from dali_pipes.formats.jpeg2000 import (
     j2k_size,
     jp2_size,
 )
+from dali_pipes.formats.jpeg_scan import jpeg_size
 
 # File-name suffixes of image files (class folders; shard members without the dot): a file
 # with one is a sample whose format is then recognised from its bytes, never from the suffix.

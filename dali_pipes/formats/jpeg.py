@@ -1,9 +1,9 @@
 """Cheap JPEG validation: markers, frame header, pixel budget, entropy-coded scans (numpy only).
 
 This is not a decoder. It reads the marker segments up to the first start-of-scan (a few
-dozen bytes of Python work per file), then checks the scans with vectorised numpy over the
-bytes (`dali_pipes.formats.jpeg_scan`). It catches what a loader must not feed to a decoder
-blindly: empty files, other formats, headers cut short, zero or missing dimensions, images
+dozen bytes of Python work per file); `dali_pipes.formats.jpeg_scan` checks the scans with
+vectorised numpy over the bytes, and its `jpeg_size` runs both. They catch what a loader must
+not feed to a decoder blindly: empty files, other formats, headers cut short, zero or missing dimensions, images
 larger than a pixel budget (decompression bombs, refused before any pixel is decoded), and
 scan data a decoder would silently patch with grey (markers that cannot occur there, restart
 markers out of order or missing, an end-of-image marker in the middle, no end-of-image).
@@ -57,30 +57,8 @@ def _sniff(data) -> str:
     return f"first bytes {head!r}"
 
 
-def _as_view(data) -> memoryview | bytes | bytearray:
+def as_view(data) -> memoryview | bytes | bytearray:
     return data if isinstance(data, (bytes, bytearray)) else memoryview(data).cast("B")
-
-
-def jpeg_size(data, path: str | os.PathLike = "<bytes>", *,
-              max_pixels: int | None = None) -> tuple[int, int]:
-    """(height, width) of a complete, structurally sound JPEG; FormatError otherwise.
-
-    Args:
-        data: bytes, bytearray, memoryview or a uint8 numpy array of the whole file.
-        path: the file named in errors.
-        max_pixels: refuse (FormatError, field "pixel count") an image whose frame header
-            claims more than this many pixels, before its scan is looked at; None: no limit.
-
-    Returns:
-        (height, width) from the frame header, after the scan check of `check_scans`.
-    """
-    from dali_pipes.formats.jpeg_scan import check_scans
-
-    view = _as_view(data)
-    header = read_header(view, path)
-    check_pixels(header.size, path, max_pixels)
-    check_scans(view, header, path)
-    return header.size
 
 
 def check_pixels(size: tuple[int, int], path, max_pixels: int | None) -> None:
@@ -93,7 +71,7 @@ def check_pixels(size: tuple[int, int], path, max_pixels: int | None) -> None:
 
 def read_header(data, path: str | os.PathLike = "<bytes>") -> JpegHeader:
     """The validated header of a JPEG up to its first scan (FormatError naming the field)."""
-    view = _as_view(data)
+    view = as_view(data)
     if len(view) == 0:
         raise FormatError(path, "file size", "empty file", value=0, expected="a JPEG image")
     if bytes(view[:2]) != _SOI:

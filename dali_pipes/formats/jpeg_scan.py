@@ -21,11 +21,19 @@ torch_bridge.tools.check --decode`); docs/failure_modes.md lists both cases.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from dali_pipes.formats.errors import FormatError
-from dali_pipes.formats.jpeg import JpegHeader, restart_interval, scan_components
+from dali_pipes.formats.jpeg import (
+    JpegHeader,
+    as_view,
+    check_pixels,
+    read_header,
+    restart_interval,
+    scan_components,
+)
 
 _EOI, _SOS, _DRI = 0xD9, 0xDA, 0xDD
 _RST = np.arange(0xD0, 0xD8)
@@ -171,3 +179,23 @@ def _check_trailing(arr: np.ndarray, eoi: int, path) -> None:
                           f"followed by {len(rest)} bytes ending in another FF D9 (an EOI "
                           "inside the scan data: corrupt scan)", value=eoi,
                           expected="one EOI, at the end of the scans")
+
+
+def jpeg_size(data, path: str | os.PathLike = "<bytes>", *,
+              max_pixels: int | None = None) -> tuple[int, int]:
+    """(height, width) of a complete, structurally sound JPEG; FormatError otherwise.
+
+    Args:
+        data: bytes, bytearray, memoryview or a uint8 numpy array of the whole file.
+        path: the file named in errors.
+        max_pixels: refuse (FormatError, field "pixel count") an image whose frame header
+            claims more than this many pixels, before its scan is looked at; None: no limit.
+
+    Returns:
+        (height, width) from the frame header, after the scan check of `check_scans`.
+    """
+    view = as_view(data)
+    header = read_header(view, path)
+    check_pixels(header.size, path, max_pixels)
+    check_scans(view, header, path)
+    return header.size

@@ -24,7 +24,8 @@ from typing import NamedTuple
 import numpy as np
 
 from dali_pipes.formats.errors import FormatError
-from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+from dali_pipes.formats.jpeg_scan import jpeg_size
 from dali_pipes.frames import TIMESTAMPS, frame_name
 from dali_pipes.sources.folders import is_hidden
 from dali_pipes.sources.image import check_max_pixels, remote_roots

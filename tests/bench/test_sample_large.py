@@ -1,5 +1,5 @@
 """The built-in large-photo set: sizes, baseline and progressive files, cached."""
-from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.formats.jpeg_scan import jpeg_size
 from dali_pipes.testing.sample_data import LARGE_SIDES, large_photo_dataset
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats import FormatError
-from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.formats.jpeg_scan import jpeg_size
 from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 
 

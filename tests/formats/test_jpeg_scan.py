@@ -3,7 +3,8 @@ import pytest
 from PIL import Image
 
 from dali_pipes.formats import FormatError
-from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, jpeg_size
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+from dali_pipes.formats.jpeg_scan import jpeg_size
 from tests.formats.jpeg_corruptions import (
     PIXELS,
     bomb,

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from torch_bridge.tools import doctor
+from torch_bridge.tools._check_row import major
 from torch_bridge.tools.doctor import Env, GiB
 
 BASE = {"python", "torch", "cuda", "driver", "driver vs torch", "driver vs DALI",
@@ -75,7 +76,7 @@ def test_driver_too_old_for_the_build(build, driver_cuda, status):
     assert check.status == status
     if status == "fail":
         assert "upgrade the NVIDIA driver" in check.advice
-        assert doctor.MIN_DRIVER[doctor._major(build)] in check.advice
+        assert doctor.MIN_DRIVER[major(build)] in check.advice
 
 
 def test_no_driver_means_cpu_backend():

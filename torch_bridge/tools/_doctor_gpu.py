@@ -12,6 +12,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from torch_bridge.tools._check_row import Check, major
+
 CUPY_LIBS = ("cublas", "cusolver", "cusparse", "curand", "cufft", "nvrtc")
 
 
@@ -111,9 +113,8 @@ def gpu_checks(found: dict[str, Any] | None, why_not: str | None = None) -> list
         found: probe_gpu's dict, or None when no GPU was probed.
         why_not: the reason it was not (e.g. "CUDA is not available").
     Returns:
-        a list of torch_bridge.tools.doctor.Check.
+        a list of torch_bridge.tools._check_row.Check.
     """
-    from torch_bridge.tools.doctor import Check
 
     if found is None:
         return [Check("gpu checks", "info", f"skipped: no GPU ({why_not or 'no CUDA device'})",
@@ -133,7 +134,6 @@ def gpu_checks(found: dict[str, Any] | None, why_not: str | None = None) -> list
 
 
 def _nvdec_row(nvdec):
-    from torch_bridge.tools.doctor import Check
     if not isinstance(nvdec, dict):
         return Check("NVDEC", "warn", f"probe failed: {nvdec}",
                      "video decoding falls back to DALI's CPU decoder / PyAV")
@@ -146,7 +146,6 @@ def _nvdec_row(nvdec):
 
 
 def _nvml_rows(nvml):
-    from torch_bridge.tools.doctor import Check
     if not isinstance(nvml, dict):
         return [Check("hardware JPEG decoder", "info", f"NVML unavailable: {nvml}")]
     engine = nvml.get("jpeg_engine")
@@ -162,7 +161,6 @@ def _nvml_rows(nvml):
 
 
 def _cupy_row(cupy):
-    from torch_bridge.tools.doctor import Check
     if not isinstance(cupy, dict):
         return Check("cupy libraries", "info", f"not checked: {cupy}")
     libs = ", ".join(f"{k} {v}" for k, v in cupy.items() if k != "proof")
@@ -175,10 +173,9 @@ def _cupy_row(cupy):
 
 def cuda_major_checks(torch_cuda, dali_cuda, cupy_cuda) -> list:
     """One row comparing the CUDA majors of torch, DALI and CuPy (None: not installed)."""
-    from torch_bridge.tools.doctor import Check, _major
 
     found = (("torch", torch_cuda), ("DALI", dali_cuda), ("CuPy", cupy_cuda))
-    majors = {name: m for name, v in found if (m := _major(v)) is not None}
+    majors = {name: m for name, v in found if (m := major(v)) is not None}
     detail = ", ".join(f"{k} CUDA {v}" for k, v in majors.items()) or "none installed"
     if len(set(majors.values())) <= 1:
         return [Check("CUDA majors", "ok", detail)]

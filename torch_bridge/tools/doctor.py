@@ -15,11 +15,10 @@ import os
 import platform
 import sys
 from dataclasses import dataclass, field
-from typing import Literal
 
+from torch_bridge.tools._check_row import Check, major
 from torch_bridge.tools._doctor_gpu import cuda_major_checks, gpu_checks, probe_gpu
 
-Status = Literal["ok", "warn", "fail", "info"]
 GiB = 1 << 30
 MIN_SHM = GiB
 # Minimum Linux driver for minor-version compatibility within each CUDA major, checked
@@ -28,14 +27,6 @@ MIN_SHM = GiB
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 DEFAULT_BATCH_BYTES = 64 * 3 * 224 * 224 * 4  # 64 float32 images of 224x224
 PREFETCH = 2  # DataLoader's default prefetch_factor
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: Status
-    detail: str
-    advice: str = ""
 
 
 @dataclass
@@ -67,10 +58,6 @@ class Env:
     usable_cores: int | None = None
     # dali_pipes' native CPU operators: name -> None (built and loaded) or why not
     native: dict[str, str | None] = field(default_factory=dict)
-
-
-def _major(version: str | int | None) -> int | None:
-    return None if version is None else int(str(version).split(".")[0])
 
 
 def _vtuple(version: str) -> tuple[int, ...]:
@@ -108,11 +95,11 @@ def check_driver_supports(what: str, build_cuda: str | int | None, driver: str |
                           driver_cuda: str | None) -> Check:
     """A CUDA X build needs a driver supporting CUDA >= X.0 (minor-version compatibility)."""
     name = f"driver vs {what}"
-    major, driver_major = _major(build_cuda), _major(driver_cuda)
-    if major is None or driver is None or driver_major is None:
+    built, driver_major = major(build_cuda), major(driver_cuda)
+    if built is None or driver is None or driver_major is None:
         return Check(name, "info", f"{what} CUDA {build_cuda}; driver not present, not compared")
-    if driver_major < major:
-        need = MIN_DRIVER.get(major, f"one supporting CUDA {major}.0")
+    if driver_major < built:
+        need = MIN_DRIVER.get(built, f"one supporting CUDA {built}.0")
         return Check(name, "fail", f"{what} is built for CUDA {build_cuda} but driver {driver} "
                      f"supports only CUDA {driver_cuda}",
                      f"upgrade the NVIDIA driver to >= {need}, or install a {what} build "
@@ -123,7 +110,7 @@ def check_driver_supports(what: str, build_cuda: str | int | None, driver: str |
 
 def check_cuda_majors(torch_cuda: str | None, dali_cuda: int | None,
                       driver_cuda: str | None) -> Check:
-    t, d = _major(torch_cuda), _major(dali_cuda)
+    t, d = major(torch_cuda), major(dali_cuda)
     if t is None or d is None or t == d:
         return Check("torch/DALI CUDA", "ok", f"torch CUDA {torch_cuda}, DALI CUDA {dali_cuda}")
     detail = f"torch is built for CUDA {t}, DALI for CUDA {d}"
@@ -131,7 +118,7 @@ def check_cuda_majors(torch_cuda: str | None, dali_cuda: int | None,
     advice = (f"each wheel bundles its own CUDA runtime, so this works when the driver "
               f"supports CUDA {need} (Linux driver >= {MIN_DRIVER.get(need, '?')}); "
               f"a driver for CUDA {min(t, d)} only would break the CUDA {need} side")
-    driver_major = _major(driver_cuda)
+    driver_major = major(driver_cuda)
     if driver_major is not None and driver_major < need:
         return Check("torch/DALI CUDA", "warn", f"{detail}; driver supports CUDA {driver_cuda}",
                      advice)
