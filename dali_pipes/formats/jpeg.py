@@ -1,12 +1,13 @@
 """Cheap JPEG validation: markers, frame header, pixel budget, entropy-coded scans (numpy only).
 
-This is not a decoder. It reads the marker segments up to the first start-of-scan (a few
-dozen bytes of Python work per file); `dali_pipes.formats.jpeg_scan` checks the scans with
+This is not a decoder. It reads the marker segments up to the first start-of-scan (a few dozen
+bytes of Python work per file); `dali_pipes.formats.jpeg_scan` checks the scans with
 vectorised numpy over the bytes, and its `jpeg_size` runs both. They catch what a loader must
 not feed to a decoder blindly: empty files, other formats, headers cut short, zero or missing
-dimensions, images larger than a pixel budget (decompression bombs, refused before any pixel is decoded), and
-scan data a decoder would silently patch with grey (markers that cannot occur there, restart
-markers out of order or missing, an end-of-image marker in the middle, no end-of-image).
+dimensions, images larger than a pixel budget (decompression bombs, refused before any pixel
+is decoded), and scan data a decoder would silently patch with grey (markers that cannot occur
+there, restart markers out of order or missing, an end-of-image marker in the middle, no end-
+of-image).
 """
 from __future__ import annotations
 
