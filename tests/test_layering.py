@@ -1,8 +1,11 @@
 """The layering docs/design.md promises, checked in fresh interpreters through sys.modules: the
-numpy layers (formats, sources, augment, align, the plan, the schema) import neither torch nor
-DALI, and the graph builders (dali_pipes/pipelines) never import torch."""
+numpy layers (formats, sources, stores, the recipe ops' parameters, align, the order package,
+the schema) import neither torch nor DALI, and the graph builders (dali_pipes/pipelines and the
+recipe ops' graph steps) never import torch; nothing of the library imports bench, and no
+import cycles, even ones hidden inside functions."""
 from __future__ import annotations
 
+import ast
 import json
 import pkgutil
 import subprocess
@@ -18,10 +21,13 @@ def _modules(package: str) -> list[str]:
     return [package] + [f"{package}.{m.name}" for m in pkgutil.iter_modules([str(path)])]
 
 
+RECIPES = _modules("dali_pipes.recipes")
 NUMPY_ONLY = (_modules("dali_pipes.formats") + _modules("dali_pipes.sources")
-              + ["dali_pipes.recipes.augment", "dali_pipes.align", "dali_pipes.schema",
-                 "torch_bridge.order.plan", "torch_bridge.registry"])
-GRAPHS = [m for m in _modules("dali_pipes.pipelines") if m != "dali_pipes.pipelines"]
+              + _modules("dali_pipes.stores") + _modules("torch_bridge.order")
+              + [m for m in RECIPES if not m.endswith("_graph")]
+              + ["dali_pipes.align", "dali_pipes.schema", "torch_bridge.registry"])
+GRAPHS = ([m for m in _modules("dali_pipes.pipelines") if m != "dali_pipes.pipelines"]
+          + [m for m in RECIPES if m.endswith("_graph")])
 
 
 def _imported(modules: list[str]) -> list[str]:
@@ -36,12 +42,12 @@ def _imported(modules: list[str]) -> list[str]:
 
 
 def test_numpy_layers_import_neither_torch_nor_dali():
-    assert len(NUMPY_ONLY) > 15
+    assert len(NUMPY_ONLY) > 40 and "torch_bridge.order.plan" in NUMPY_ONLY
     assert _imported(NUMPY_ONLY) == []
 
 
 def test_graph_builders_never_import_torch():
-    assert {"dali_pipes.pipelines.image", "dali_pipes.pipelines.inputs"} <= set(GRAPHS)
+    assert {"dali_pipes.pipelines.image", "dali_pipes.recipes.policies_graph"} <= set(GRAPHS)
     assert _imported(GRAPHS) == [DALI]
 
 
@@ -97,3 +103,79 @@ def test_the_registry_is_the_only_list_of_modalities():
     assert found["torch_bridge/registry.py"] == [] and len(found) > 150
     assert _modality_lists(ROOT / "tests" / "torch_bridge" / "test_registry.py", names)
     assert {path: lines for path, lines in found.items() if lines} == {}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph(packages: tuple[str, ...] = ("dali_pipes", "torch_bridge")) -> dict:
+    """module -> the library modules it imports, at any depth of its code: imports inside
+    functions count (they only hide a cycle). `from P import m` is an edge to the module P.m
+    when there is one, else to P; the implicit run of a parent package's __init__ is not."""
+    paths = {_module_name(p): p for pkg in packages for p in (ROOT / pkg).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in paths)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                subs = {f"{node.module}.{a.name}" for a in node.names} & paths.keys()
+                edges.update(subs or ({node.module} & paths.keys()))
+        graph[name] = edges - {name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = []
+                while True:
+                    top = stack.pop()
+                    on.discard(top)
+                    part.append(top)
+                    if top == node:
+                        break
+                if len(part) > 1:
+                    found.append(sorted(part))
+    return found
+
+
+def test_the_cycle_finder_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_in_the_library():
+    graph = _import_graph()
+    assert len(graph) > 150 and graph["torch_bridge.factory"]
+    assert _cycles(graph) == []

@@ -1,5 +1,5 @@
 """The Loader every backend hands to a training loop (torch_bridge.factory.make_loader builds
-it; importing make_loader from here keeps working)."""
+it)."""
 from __future__ import annotations
 
 import os
@@ -339,12 +339,3 @@ def _local_gpu(count: int | None = None, local: str | None = None) -> int:
                          f"visible GPU(s); pass device='cuda:N', set CUDA_VISIBLE_DEVICES to "
                          f"one GPU per process, or start fewer processes per node")
     return int(local)
-
-
-def __getattr__(name: str):
-    """`from torch_bridge.loader import make_loader` keeps working (it lives in
-    torch_bridge.factory, which imports this module)."""
-    if name == "make_loader":
-        from torch_bridge.factory import make_loader
-        return make_loader
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -98,11 +98,6 @@ def test_reading_the_registry_imports_neither_torch_nor_dali():
     assert out.stdout.strip() == "[]"
 
 
-def test_loader_module_still_exports_make_loader():
-    from torch_bridge.loader import make_loader as from_loader
-    assert from_loader is make_loader
-
-
 def test_padded_fields_come_from_the_schema():
     def time_fields(name):
         return registry.get(name).batch_schema.time_fields()
