@@ -25,7 +25,8 @@ from typing import Any
 import lightning as L
 import torch
 
-from torch_bridge.loader import Loader, make_loader
+from torch_bridge.factory import make_loader
+from torch_bridge.loader import Loader
 
 STAGES = ("train", "val", "test", "predict")
 _BUILT_FOR = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",),
