@@ -147,15 +147,22 @@ def _categories(path: str, entries: list) -> tuple[np.ndarray, tuple[str, ...]]:
     return ids, tuple(found[int(c)] for c in ids)
 
 
+def _entry_id(path: str, table: str, k: int, obj, seen) -> tuple[int, str]:
+    """The id of entry `k` of `table` ("images", "annotations") and its name in errors
+    ("image 7"); FormatError unless it is an object with an id not in `seen`."""
+    if not isinstance(obj, dict):
+        raise FormatError(path, f"{table}[{k}]", "not an object", value=_kind(obj))
+    oid = _int(path, f"{table}[{k}]", obj, "id")
+    entry = f"{table[:-1]} {oid}"
+    if oid in seen:
+        raise FormatError(path, f"{entry}.id", f"duplicate {table[:-1]} id", value=oid)
+    return oid, entry
+
+
 def _images(path: str, entries: list) -> dict[int, tuple[str, int, int]]:
     images: dict[int, tuple[str, int, int]] = {}
     for k, img in enumerate(entries):
-        if not isinstance(img, dict):
-            raise FormatError(path, f"images[{k}]", "not an object", value=_kind(img))
-        iid = _int(path, f"images[{k}]", img, "id")
-        entry = f"image {iid}"
-        if iid in images:
-            raise FormatError(path, f"{entry}.id", "duplicate image id", value=iid)
+        iid, entry = _entry_id(path, "images", k, img, images)
         name = img.get("file_name")
         if not isinstance(name, str) or not name:
             raise FormatError(path, f"{entry}.file_name", "missing or not a string",
@@ -170,12 +177,7 @@ def _annotations(path: str, entries: list, images: dict, cat_ids: np.ndarray) ->
     seen: set[int] = set()
     out = []
     for k, ann in enumerate(entries):
-        if not isinstance(ann, dict):
-            raise FormatError(path, f"annotations[{k}]", "not an object", value=_kind(ann))
-        aid = _int(path, f"annotations[{k}]", ann, "id")
-        entry = f"annotation {aid}"
-        if aid in seen:
-            raise FormatError(path, f"{entry}.id", "duplicate annotation id", value=aid)
+        aid, entry = _entry_id(path, "annotations", k, ann, seen)
         seen.add(aid)
         iid = _int(path, entry, ann, "image_id")
         if iid not in images:

@@ -31,6 +31,23 @@ class DpOp : public ::dali::Operator<CPU> {
     return true;
   }
 
+  // Input 0, which must be uint8 images (`message` says so otherwise; not named `error`,
+  // which DALI_ENFORCE declares).
+  static const ::dali::TensorList<CPU> &Uint8Images(const ::dali::Workspace &ws,
+                                                    const char *message) {
+    const auto &images = ws.Input<CPU>(0);
+    DALI_ENFORCE(images.type() == DALI_UINT8, message);
+    return images;
+  }
+
+  // ForEachSample scheduled by the size of each sample of input 0; work(s, its shape).
+  template <typename Work>
+  static void ForEachImage(::dali::Workspace &ws, const Work &work) {
+    const auto &shape = ws.Input<CPU>(0).shape();
+    ForEachSample(ws, [&](int s) { return shape.tensor_size(s); },
+                  [&](int s) { work(s, shape.tensor_shape_span(s)); });
+  }
+
   // Gives output 0 input 0's layout, then runs work(s) for every sample s on DALI's thread
   // pool, scheduled by cost(s) (an int64_t, largest first); returns when all are done.
   template <typename Cost, typename Work>

@@ -298,10 +298,8 @@ class DpPhotometric : public DpOp {
  protected:
   bool SetupImpl(std::vector<::dali::OutputDesc> &output_desc,
                  const ::dali::Workspace &ws) override {
-    const auto &images = ws.Input<CPU>(0);
+    const auto &images = Uint8Images(ws, "DpPhotometric: input 0 (images) must be uint8 HWC");
     const auto &jitter = ws.Input<CPU>(1);
-    DALI_ENFORCE(images.type() == DALI_UINT8,
-                 "DpPhotometric: input 0 (images) must be uint8 HWC");
     DALI_ENFORCE(jitter.type() == DALI_FLOAT, "DpPhotometric: input 1 (jitter) must be float32");
     const auto &shape = images.shape();
     int n = shape.num_samples();
@@ -336,9 +334,7 @@ class DpPhotometric : public DpOp {
     const auto &images = ws.Input<CPU>(0);
     const auto &jitter = ws.Input<CPU>(1);
     auto &output = ws.Output<CPU>(0);
-    const auto &shape = images.shape();
-    ForEachSample(ws, [&](int s) { return shape.tensor_size(s); }, [&](int s) {
-      auto sh = shape.tensor_shape_span(s);
+    ForEachImage(ws, [&](int s, auto sh) {
       Photometric(images.tensor<uint8_t>(s), output.mutable_tensor<uint8_t>(s),
                   int64_t(sh[0]) * sh[1], jitter.tensor<float>(s), adjust_, vectorized_);
     });

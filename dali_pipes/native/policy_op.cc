@@ -206,11 +206,9 @@ class DpPolicy : public DpOp {
  protected:
   bool SetupImpl(std::vector<::dali::OutputDesc> &output_desc,
                  const ::dali::Workspace &ws) override {
-    const auto &images = ws.Input<CPU>(0);
+    const auto &images = Uint8Images(ws, "DpPolicy: input 0 (images) must be uint8 HWC");
     const auto &mats = ws.Input<CPU>(1);
     const auto &params = ws.Input<CPU>(2);
-    DALI_ENFORCE(images.type() == DALI_UINT8,
-                 "DpPolicy: input 0 (images) must be uint8 HWC");
     DALI_ENFORCE(mats.type() == DALI_FLOAT && params.type() == DALI_FLOAT,
                  "DpPolicy: inputs 1 (matrices) and 2 (params) must be float32");
     const auto &shape = images.shape();
@@ -245,9 +243,7 @@ class DpPolicy : public DpOp {
     const auto &mats = ws.Input<CPU>(1);
     const auto &params = ws.Input<CPU>(2);
     auto &output = ws.Output<CPU>(0);
-    const auto &shape = images.shape();
-    ForEachSample(ws, [&](int s) { return shape.tensor_size(s); }, [&](int s) {
-        auto sh = shape.tensor_shape_span(s);
+    ForEachImage(ws, [&](int s, auto sh) {
         int h = sh[0], w = sh[1], c = sh[2];
         Image out{output.mutable_tensor<uint8_t>(s), h, w, c};
         std::memcpy(out.data, images.tensor<uint8_t>(s), out.size());

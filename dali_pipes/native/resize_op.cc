@@ -38,10 +38,8 @@ class DpResize : public DpOp {
  protected:
   bool SetupImpl(std::vector<::dali::OutputDesc> &output_desc,
                  const ::dali::Workspace &ws) override {
-    const auto &images = ws.Input<CPU>(0);
+    const auto &images = Uint8Images(ws, "DpResize: input 0 (images) must be uint8 HWC or FHWC");
     const auto &sizes = ws.Input<CPU>(1);
-    DALI_ENFORCE(images.type() == DALI_UINT8,
-                 "DpResize: input 0 (images) must be uint8 HWC or FHWC");
     DALI_ENFORCE(sizes.type() == DALI_INT32 || sizes.type() == DALI_FLOAT,
                  "DpResize: input 1 (sizes) must be int32 or float32");
     DALI_ENFORCE(ws.NumInput() == 2 || ws.NumInput() == 4,

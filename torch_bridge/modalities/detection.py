@@ -152,11 +152,10 @@ class DetectionModality(SourceModality):
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, Any], np.ndarray]:
         """Read and check a batch's files; geometry vectorised, targets per sample."""
-        got, kept = guard.read_batch(epoch, indices, self.path, self._read)
-        kept_arr = np.asarray(indices, np.int64)[kept]
+        got, kept_arr, kept_keys = self._read_files(guard, epoch, indices, keys)
         if not got:
             return {}, kept_arr
-        g = self.geometry(epoch, kept_arr, aug_keys(indices, keys)[kept])
+        g = self.geometry(epoch, kept_arr, kept_keys)
         targets = [self.targets(int(i), g.row(k), got[k][2]) for k, i in enumerate(kept_arr)]
         out: dict[str, Any] = {
             "images": [data for data, _, _ in got],

@@ -139,13 +139,12 @@ class ImageModality(SourceModality):
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, Any], np.ndarray]:
         """Read and check a batch's files; crop parameters for the good ones, vectorised."""
-        got, kept = guard.read_batch(epoch, indices, self.path, self._read)
-        kept_arr = np.asarray(indices, np.int64)[kept]
+        got, kept_arr, kept_keys = self._read_files(guard, epoch, indices, keys)
         if not got:
             return {}, kept_arr
         datas = [data for data, *_ in got]
         hw = np.asarray([size for _, size, *_ in got], dtype=np.int64)
-        windows, flip, vflip = recipe_params(self.seed, epoch, aug_keys(indices, keys)[kept],
+        windows, flip, vflip = recipe_params(self.seed, epoch, kept_keys,
                                              hw[:, 0], hw[:, 1], self.recipe,
                                              size_at(self.recipe, epoch))
         windows = windows.astype(np.int32)
@@ -159,7 +158,7 @@ class ImageModality(SourceModality):
         if self.decode.alpha:
             out["alpha"] = alpha_windows([plane for *_, plane in got], windows)
         if not self.recipe.is_default_graph:
-            out.update(self._recipe_feeds(epoch, aug_keys(indices, keys)[kept], vflip))
+            out.update(self._recipe_feeds(epoch, kept_keys, vflip))
         return out, kept_arr
 
     def _recipe_feeds(self, epoch: int, keys: np.ndarray, vflip: np.ndarray
