@@ -64,9 +64,9 @@ class SourceModality(Modality):
     def _extra_meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         return {}
 
-    def _read_files(self, guard, epoch: int, indices, keys=None
+    def _read_files(self, guard, epoch: int, indices, read, keys=None
                     ) -> tuple[list, np.ndarray, np.ndarray]:
-        """`self._read(i)` for each sample of a batch under `guard` (on_error): the reads
-        that succeeded, the indices they belong to and their augmentation keys."""
-        got, kept = guard.read_batch(epoch, indices, self.path, self._read)
+        """`read(i)` for each sample of a batch under `guard` (on_error): the reads that
+        succeeded, the indices they belong to and their augmentation keys."""
+        got, kept = guard.read_batch(epoch, indices, self.path, read)
         return got, np.asarray(indices, np.int64)[kept], aug_keys(indices, keys)[kept]

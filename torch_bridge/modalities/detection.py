@@ -152,7 +152,7 @@ class DetectionModality(SourceModality):
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, Any], np.ndarray]:
         """Read and check a batch's files; geometry vectorised, targets per sample."""
-        got, kept_arr, kept_keys = self._read_files(guard, epoch, indices, keys)
+        got, kept_arr, kept_keys = self._read_files(guard, epoch, indices, self._read, keys)
         if not got:
             return {}, kept_arr
         g = self.geometry(epoch, kept_arr, kept_keys)

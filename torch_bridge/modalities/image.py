@@ -139,7 +139,7 @@ class ImageModality(SourceModality):
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, Any], np.ndarray]:
         """Read and check a batch's files; crop parameters for the good ones, vectorised."""
-        got, kept_arr, kept_keys = self._read_files(guard, epoch, indices, keys)
+        got, kept_arr, kept_keys = self._read_files(guard, epoch, indices, self._read, keys)
         if not got:
             return {}, kept_arr
         datas = [data for data, *_ in got]
