@@ -157,7 +157,7 @@ class Runner:
         self.n += 1
         log = self.tmp / f"log_{self.n}.txt"
         req = {"kind": kind, "target": target, "argv": [target, *args], "cwd": str(cwd),
-               "log": str(log), "env": {"HOME": str(self.tmp / "home")}, "timeout": timeout}
+               "log": str(log), "env": {}, "timeout": timeout}
         self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
         rc = json.loads(self.proc.stdout.readline())["rc"]
@@ -251,7 +251,8 @@ def test_shell_commands_parse(block, runner, tmp_path):
         kind, target, rest = found
         help_text = _help(runner, kind, target, REPO)
         options = {w.split("=")[0] for w in rest if w.startswith("--")}
-        unknown = [o for o in sorted(options) if not re.search(rf"{re.escape(o)}\b", help_text)]
+        unknown = [o for o in sorted(options)
+                   if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", help_text)]
         assert not unknown, f"{block.id}: {command!r}: {target} has no {unknown}"
         checked += 1
     if checked == 0:
