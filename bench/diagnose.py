@@ -7,7 +7,7 @@
                               | --model tiny-cnn|resnet18]
                              [--disk-ceiling MB/s] [--json PATH]
 
-The practice article's method (section 1.3): time next(loader) in every step, watch the GPU,
+The method: time next(loader) in every step, watch the GPU,
 and tell disk I/O from CPU preprocessing from configuration. Each step is "wait" (blocked in
 next(loader)) then "compute": a synthetic step of --compute-ms (sleep stands for an
 accelerator busy while the CPU is free; busy spins a core; matmul multiplies on --device) or

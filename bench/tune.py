@@ -7,7 +7,7 @@
                          [--workers N] [--device cpu|cuda|auto]
                          [--json PATH] [--plot PATH.png] [--out-preset PATH.toml]
 
-The practice article's closing advice: never change several variables at once. Parameters
+A rule of tuning: never change several variables at once. Parameters
 are swept in the order given; each one is swept with every other knob at its current best,
 and its best value is kept before the next parameter (one-at-a-time coordinate search).
 Every setting is measured in its own process (bench/run_one.py's measure), so threads,

@@ -1,6 +1,6 @@
 """Benchmark: vectorised `align_to_frames` against the per-frame loop users learned from.
 
-The baseline is the loop from the practice article (section 4.3, "时间对齐"): for every frame,
+The baseline is the usual per-frame alignment loop: for every frame,
 `np.searchsorted` into the IMU timestamps, clamp to the first/last sample at the edges, else
 interpolate between the bracketing samples with `alpha = (t - t0) / (t1 - t0 + 1e-8)`.
 It is reproduced as written, including the 1e-8 in the denominator, which biases alpha by
@@ -24,11 +24,11 @@ import numpy as np
 
 from dali_pipes.align import align_to_frames
 
-ARTICLE_EPS = 1e-8
+LOOP_EPS = 1e-8
 
 
-def align_imu_to_frames(frame_timestamps, imu_timestamps, imu_values, eps=ARTICLE_EPS):
-    """The practice article's loop, verbatim apart from formatting and the `eps` knob."""
+def align_imu_to_frames(frame_timestamps, imu_timestamps, imu_values, eps=LOOP_EPS):
+    """The usual per-frame loop, as commonly written, with the `eps` knob."""
     aligned = np.zeros((len(frame_timestamps), imu_values.shape[1]))
     for i, t in enumerate(frame_timestamps):
         idx = np.searchsorted(imu_timestamps, t)
@@ -44,7 +44,7 @@ def align_imu_to_frames(frame_timestamps, imu_timestamps, imu_values, eps=ARTICL
 
 
 def make_data(minutes: float, imu_hz: float, fps: float, channels: int, seed: int):
-    """Jittered 200 Hz IMU (sorted, as the article's loop requires) and 30 fps frame times
+    """Jittered 200 Hz IMU (sorted, as the loop requires) and 30 fps frame times
     that start before and end after the IMU, so both edge branches run."""
     rng = np.random.default_rng(seed)
     duration = minutes * 60.0
@@ -70,11 +70,11 @@ def _time(fn, repeat: int) -> tuple[float, object]:
 
 
 def _check_equal(baseline, ours, exact_loop, imu_t, imu_v) -> dict:
-    """Max differences: against the article's loop (bounded by what its 1e-8 epsilon allows)
+    """Max differences: against the loop (bounded by what its 1e-8 epsilon allows)
     and against the same loop with the epsilon removed (rounding only)."""
     diff = float(np.max(np.abs(baseline - ours)))
     step = float(np.max(np.abs(np.diff(imu_v, axis=0))))
-    bound = ARTICLE_EPS / float(np.min(np.diff(imu_t))) * step + 1e-12
+    bound = LOOP_EPS / float(np.min(np.diff(imu_t))) * step + 1e-12
     exact = float(np.max(np.abs(exact_loop - ours)))
     return {"max_abs_diff": diff, "allowed": bound, "max_abs_diff_no_eps": exact,
             "same": diff <= bound and exact <= 1e-12}
@@ -85,7 +85,7 @@ def run(args) -> dict:
                                       args.seed)
     t_loop, baseline = _time(lambda: align_imu_to_frames(frame_t, imu_t, imu_v),
                              max(1, args.repeat // 2))
-    rows = [{"name": "article loop (linear)", "seconds": t_loop}]
+    rows = [{"name": "per-frame loop (linear)", "seconds": t_loop}]
     t_vec, (ours, _) = _time(lambda: align_to_frames(frame_t, imu_t, imu_v), args.repeat * 10)
     rows.append({"name": "align_to_frames linear", "seconds": t_vec})
     for method in ("previous", "nearest"):

@@ -5,7 +5,7 @@
 
 "memmap" is what both loaders do (HyperspectralSource.read_patch: only the window's bytes,
 reflect-padded, after a check that the file still holds them), also per format. "naive" is
-the practice article's warning: open the file and load the whole cube for every sample, then
+the common mistake: open the file and load the whole cube for every sample, then
 cut the patch. Both return the same patches (checked). With
 --epochs, the DALI loader then runs that many epochs and the open file descriptors and RSS of
 this process are printed after each: they must stay flat.

@@ -1,6 +1,6 @@
 """Benchmark: the same clips loaded from video files and from extracted frame folders.
 
-Issue 4's question "when does each path win", measured at loader level: VP9 files written
+The question "when does each path win", measured at loader level: VP9 files written
 with a short and a long keyframe interval (GOP), the same videos extracted once with
 `python -m dali_pipes.frames extract` (JPEG quality 90), and `make_loader("video", ...)` on the
 DALI backend over each tree with the same seed, clip length, stride and output size. Rounds are
