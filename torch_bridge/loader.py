@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from torch_bridge._stats import LoaderStats, attach_sizes, check_log_every, format_line, logger
+from torch_bridge.stats import LoaderStats, attach_sizes, check_log_every, format_line, logger
 from torch_bridge.errors import SampleGuard, Skipped
 from torch_bridge.order.plan import EpochPlan
 from torch_bridge.order.state import (

@@ -24,7 +24,7 @@ import numpy as np
 if TYPE_CHECKING:
     from dali_pipes.pipelines.config import DaliDevice
     from dali_pipes.sources.protocol import Source
-    from torch_bridge._stats import LoaderStats
+    from torch_bridge.stats import LoaderStats
 
 Feeds = dict  # graph input name -> one batch of arrays (a list, or one dense array)
 

@@ -31,7 +31,7 @@ def epoch_rate(loader, epochs: int) -> tuple[float, float]:
 
 def counting_cost_ns(n: int = 20000) -> float:
     """Per batch: what the loader and the DALI engine add (clock reads and records)."""
-    from torch_bridge._stats import LoaderStats
+    from torch_bridge.stats import LoaderStats
     stats = LoaderStats()
     stats.sizes = np.arange(1000, dtype=np.int64)
     kept = np.arange(64, dtype=np.int64)

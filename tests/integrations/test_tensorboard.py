@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from torch_bridge import make_loader
-from torch_bridge._stats import write_tensorboard
+from torch_bridge.stats import write_tensorboard
 
 pytest.importorskip("tensorboard")
 

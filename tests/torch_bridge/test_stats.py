@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import undefined_quant_table, write_image_folder
 from torch_bridge import make_loader
-from torch_bridge._stats import WAIT_RING, LoaderStats
+from torch_bridge.stats import WAIT_RING, LoaderStats
 
 STAGES = {"dali": {"feed", "dali_run", "transfer"}, "torch": {"fetch", "transfer", "finish"}}
 

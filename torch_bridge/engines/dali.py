@@ -42,7 +42,7 @@ import torch
 
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.pipelines.inputs import check_feeds
-from torch_bridge._stats import LoaderStats
+from torch_bridge.stats import LoaderStats
 from torch_bridge.engines._autoworkers import auto_workers, start_feed_pool
 from torch_bridge.engines._blame import blame, in_epoch
 from torch_bridge.engines._feeders import FeedPool, FeedWindow, PlanBatch, Prepared
