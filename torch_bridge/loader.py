@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 
-from torch_bridge.stats import LoaderStats, attach_sizes, check_log_every, format_line, logger
 from torch_bridge.errors import SampleGuard, Skipped
 from torch_bridge.order.plan import EpochPlan
 from torch_bridge.order.state import (
@@ -21,6 +20,7 @@ from torch_bridge.order.state import (
     resume_point,
 )
 from torch_bridge.protocols import Engine, Modality
+from torch_bridge.stats import LoaderStats, attach_sizes, check_log_every, format_line, logger
 
 
 class Loader:

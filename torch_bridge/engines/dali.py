@@ -42,7 +42,6 @@ import torch
 
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.pipelines.inputs import check_feeds
-from torch_bridge.stats import LoaderStats
 from torch_bridge.engines._autoworkers import auto_workers, start_feed_pool
 from torch_bridge.engines._blame import blame, in_epoch
 from torch_bridge.engines._feeders import FeedPool, FeedWindow, PlanBatch, Prepared
@@ -50,6 +49,7 @@ from torch_bridge.engines._pipe_ring import PipeRing, pipeline_count, ring_membe
 from torch_bridge.engines._transfer import attach_meta, dali_to_torch
 from torch_bridge.errors import SampleError, SampleGuard, WorkerDied
 from torch_bridge.protocols import BatchPlan, DaliFeed
+from torch_bridge.stats import LoaderStats
 
 
 @dataclass

@@ -14,13 +14,13 @@ from time import perf_counter_ns
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
-from torch_bridge.stats import LoaderStats
 from torch_bridge.engines import _collate as collate
 from torch_bridge.engines._transfer import attach_meta
 from torch_bridge.engines._workers import dead_workers, shm_advice, start_workers, stop_workers
 from torch_bridge.errors import OnError, SampleError, SampleGuard, SharedMemoryError, Skipped
 from torch_bridge.order.plan import EpochPlan
 from torch_bridge.protocols import Modality
+from torch_bridge.stats import LoaderStats
 
 
 @dataclass(frozen=True)
