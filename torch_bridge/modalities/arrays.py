@@ -9,6 +9,8 @@ docs/arrays.md.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
@@ -25,6 +27,9 @@ def _per_channel(name: str, values, channels: int) -> np.ndarray | None:
     """`mean` / `std` as float32 (C,): None, a number (every channel) or C numbers."""
     if values is None:
         return None
+    if isinstance(values, (str, bytes)) or np.asarray(values).dtype.kind not in "iuf":
+        raise ValueError(f"{name} must be a number or {channels} numbers (one per channel), "
+                         f"got {values!r}")
     try:
         out = np.broadcast_to(np.asarray(values, dtype=np.float32), (channels,)).copy()
     except (TypeError, ValueError) as exc:
@@ -46,10 +51,9 @@ class ArraysModality(SourceModality):
     dali_outputs = graph.OUTPUTS
 
     def __init__(self, data, *, seed: int, length: int = 64, train: bool = True,
-                 mean=None, std=None, storage_options: dict | None = None,
+                 mean: float | Sequence[float] | None = None,
+                 std: float | Sequence[float] | None = None, storage_options: dict | None = None,
                  cache_dir: str | None = None, cache_limit: int | None = None):
-        if not isinstance(train, (bool, np.bool_)):
-            raise ValueError(f"train must be True or False, got {train!r}")
         if (mean is None) != (std is None):
             raise ValueError("mean and std: give both or neither")
         store = open_store(data, StoreOptions(storage_options, cache_dir, cache_limit))
