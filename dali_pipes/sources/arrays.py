@@ -41,8 +41,9 @@ STREAM_WINDOW = 13  # the random window start (independent of dali_pipes.recipes
 # The batch: the windows, padded at the end to `length` rows, with the "length" / "mask"
 # fields of variable-length clips (dali_pipes.schema.LENGTHS) saying which rows are real.
 ARRAYS = {
-    "series": ("float32", "BTC"),  # C: the files' channels; (x - mean) / std when given
-    **schema.LENGTHS,
+    "series": ("float32", "BTC"),  # windows of the files' rows (C channels), (x - mean) / std
+    "length": ("int64", "B"),  # real rows of each window: min(T, length)
+    "mask": ("bool", "BT"),  # True at real rows, False at the zero padding after them
     "label": ("int64", "B"),
     "index": ("int64", "B"),
 }

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from dali_pipes.formats import FormatError
-from dali_pipes.sources.arrays import window_starts
+from dali_pipes import schema
+from dali_pipes.sources.arrays import ARRAYS, window_starts
 from dali_pipes.testing.sample_arrays import write_series_folder
 from tests.stores.servers import MotoS3, RangeServer
 from tests.torch_bridge.contract import LoaderContract, assert_same, copies, truncate
@@ -74,6 +75,10 @@ def test_windows_are_the_files_rows_padded_with_a_mask(folder, backend, train):
             assert got["mask"][row].tolist() == [True] * n + [False] * (L - n)
     lengths = got["length"]
     assert (lengths < L).any() and (lengths == L).any()  # both padded and full windows
+
+
+def test_length_and_mask_are_the_variable_length_fields():
+    assert {k: ARRAYS[k] for k in schema.LENGTHS} == schema.LENGTHS
 
 
 def test_window_starts_vary_with_epoch_and_stay_in_bounds():
