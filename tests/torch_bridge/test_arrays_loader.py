@@ -173,3 +173,13 @@ def test_s3_folder_and_http_file_urls_give_the_local_batches(folder, s3, backend
     # a list of file URLs is a list of sources, one file each, in the order given
     assert [b["source_id"].tolist() for b in by_url] == [b["index"].tolist() for b in by_url]
     assert_same([{k: v for k, v in b.items() if k != "source_id"} for b in by_url], want)
+
+
+def test_the_check_tool_detects_arrays_and_names_each_bad_file(with_bad_files):
+    from torch_bridge.tools.check import check_data
+    root, fields = with_bad_files
+    report = check_data(root)
+    assert report.modality == "arrays" and report.checked == 15
+    found = {Path(p.path).name: p.reason for p in report.problems}
+    assert set(found) == set(fields)
+    assert all(f"{name}: {field}: " in found[name] for name, field in fields.items())
