@@ -24,8 +24,7 @@ import numpy as np
 
 from dali_pipes import schema
 from dali_pipes.formats.errors import FormatError
-from dali_pipes.formats.npy import HEAD_BYTES, NpyHeader, check_like, header_length, \
-    parse_header
+from dali_pipes.formats.npy import HEAD_BYTES, NpyHeader, check_like, header_length, parse_header
 from dali_pipes.recipes.augment import uniforms
 from dali_pipes.sources.folders import PathLike, list_class_folders, listing_digest
 from dali_pipes.sources.image import remote_roots
@@ -128,23 +127,25 @@ class ArraysSource(Source):
                 found = list(pool.map(self._header, range(len(self.files))))
         else:
             found = [self._header(i) for i in range(len(self.files))]
+        self.bad: dict[int, Exception] = {i: h for i, h in enumerate(found)
+                                          if not isinstance(h, NpyHeader)}
         good = [h for h in found if isinstance(h, NpyHeader)]
         if not good:
-            raise found[0]
+            raise self.bad[0]
         self.channels, self.dtype = good[0].shape[1], good[0].dtype
-        self.bad: dict[int, BaseException] = {}
         self.rows = np.zeros(len(found), np.int64)
         self.offsets = np.zeros(len(found), np.int64)
         for i, header in enumerate(found):
+            if not isinstance(header, NpyHeader):
+                continue
             try:
-                if not isinstance(header, NpyHeader):
-                    raise header
                 check_like(header, self.files[i], self.channels, self.dtype)
-                self.rows[i], self.offsets[i] = header.shape[0], header.offset
-            except (FormatError, OSError, EOFError) as exc:
+            except FormatError as exc:
                 self.bad[i] = exc
+                continue
+            self.rows[i], self.offsets[i] = header.shape[0], header.offset
 
-    def _header(self, index: int) -> NpyHeader | BaseException:
+    def _header(self, index: int) -> NpyHeader | Exception:
         path, size = self.files[index], int(self.sizes[index])
         try:
             head = self._read(index, 0, min(size, HEAD_BYTES)).tobytes()

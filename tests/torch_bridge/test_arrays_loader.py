@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes.formats import FormatError
 from dali_pipes import schema
+from dali_pipes.formats import FormatError
 from dali_pipes.sources.arrays import ARRAYS, window_starts
 from dali_pipes.testing.sample_arrays import write_series_folder
 from tests.stores.servers import MotoS3, RangeServer

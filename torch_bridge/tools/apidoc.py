@@ -160,7 +160,7 @@ def _schema_module(schema) -> Path | None:
     `schema`, a modality's own BatchSchema; None when dali_pipes.schema declares it."""
     for module in list(sys.modules.values()):
         if getattr(module, "__name__", "").startswith("dali_pipes.") and \
-                module.__name__ != "dali_pipes.schema" and \
+                module.__name__ != "dali_pipes.schema" and module.__file__ and \
                 any(value is schema for value in vars(module).values()):
             return Path(module.__file__)
     return None
