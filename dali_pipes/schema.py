@@ -165,11 +165,16 @@ class BatchSchema:
 
     fields: dict[str, tuple[str, str]]
     outputs: tuple[str, ...]
+    # Whether pad="variable" and views= apply; None: when any field has a T axis (a
+    # modality whose series are not clips of videos says False)
+    clip_options: bool | None = None
 
     @property
     def clips(self) -> bool:
-        """Whether samples are clips (fields with a T axis): variable-length batches and
-        multi-view evaluation apply."""
+        """Whether samples are clips (fields with a T axis, unless `clip_options` says
+        otherwise): variable-length batches and multi-view evaluation apply."""
+        if self.clip_options is not None:
+            return self.clip_options
         return any("T" in layout for _, layout in self.fields.values())
 
     def time_fields(self) -> tuple[str, ...]:

@@ -38,9 +38,9 @@ def make_loader(modality: str, data: Any, *,
     The batch fields of each modality are listed in docs/schema.md.
 
     Args:
-        modality: a registered modality (`torch_bridge.registry.names()`): "image",
-            "video", "hyperspectral", "fusion" or "detection" (an images folder with a
-            COCO file, `annotations=`; see docs/detection.md).
+        modality: a registered modality, one of `torch_bridge.registry.names()` (each
+            with its options in docs/api.md; "detection": an images folder with a COCO
+            file, `annotations=`, see docs/detection.md).
         data: the data set: a folder of class folders (a list of folders: one source
             each, with a "source_id" field in the batch); for "image" also a Hugging
             Face `datasets.Dataset` (see `image_column` / `label_column`).

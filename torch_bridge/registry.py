@@ -161,6 +161,12 @@ REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
         schema.DETECTION_SCHEMA,
         "dali_pipes.testing.sample_detection:detection_dataset",
         "creating sample JPEGs with COCO annotations (first run only)"),
+    ModalitySpec("arrays", (
+        Kind("arrays", "torch_bridge.modalities.arrays:ArraysModality",
+             "dali_pipes.testing.sample_arrays:tiny", dict(batch_size=4, length=8)),),
+        _resolve("dali_pipes.sources.arrays:ARRAYS_SCHEMA"),
+        "dali_pipes.testing.sample_arrays:arrays_dataset",
+        "creating sample .npy series (first run only)"),
 )}
 
 # Every kind by its own name ("frames": the video modality over frame folders).

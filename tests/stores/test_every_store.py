@@ -11,10 +11,15 @@ from pathlib import Path
 import pytest
 
 from dali_pipes.pack import pack
+from tests.conftest import MODALITY_KINDS
 from tests.stores.servers import MotoS3, RangeServer
 from tests.torch_bridge.contract import assert_same, copies
 
-KINDS = ("image", "video", "fusion", "frames", "hyperspectral", "detection")
+KINDS = MODALITY_KINDS
+# Kinds whose files stay files (the pack tool refuses them: the reason), and the files a list
+# of URLs names when a web server cannot list their folders.
+NOT_PACKED = {"hyperspectral": "not packed into shards", "arrays": "modality must be one of"}
+FILE_URLS = {"hyperspectral": ("*.hdr", "*.spe"), "arrays": ("*/*.npy",)}
 STORES = ("local shards", "s3 files", "s3 shards", "http shards", "http files")
 _want: dict = {}  # (kind, backend) -> the local files' batches
 
@@ -48,7 +53,7 @@ def _put_tree(s3: MotoS3, root: Path, bucket: str, prefix: str) -> str:
 @pytest.fixture(scope="module")
 def stores(tiny_data, s3, http, tmp_path_factory):
     """`stores(kind)` -> {store: data} for the tiny data set of `kind`, made once; a
-    hyperspectral set has no shards (the pack tool refuses it: see the refusal test)."""
+    kind in NOT_PACKED has no shards (the pack tool refuses it: see the refusal test)."""
     made: dict[str, dict] = {}
     server, served = http
 
@@ -59,11 +64,13 @@ def stores(tiny_data, s3, http, tmp_path_factory):
         files = Path(shutil.copytree(folder, served / kind / "files"))
         out = {"local files": folder, "s3 files": _put_tree(s3, folder, f"every-{kind}",
                                                              "files")}
-        if kind == "hyperspectral":  # scene URLs: a web server lists no folders
-            scenes = sorted(p.name for p in files.iterdir() if p.suffix in (".hdr", ".spe"))
-            out["http files"] = [f"{server.url}/{kind}/files/{n}" for n in scenes]
+        if kind in FILE_URLS:  # the files' URLs: a web server lists no folders
+            names = sorted(p.relative_to(files).as_posix() for pattern in FILE_URLS[kind]
+                           for p in files.glob(pattern))
+            out["http files"] = [f"{server.url}/{kind}/files/{n}" for n in names]
         else:
             out["http files"] = f"{server.url}/{kind}/files/"
+        if kind not in NOT_PACKED:
             shards = served / kind / "shards"
             size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
             pack(folder, shards, modality=kind, shard_size=size // 3, progress=False)
@@ -93,9 +100,9 @@ def _local(tiny, backend: str, data, s3):
 
 def _refused(kind: str, store: str) -> str | None:
     """The refusal a combination meets by design (a regex of its message), or None."""
-    if kind == "hyperspectral" and "shards" in store:
-        return "not packed into shards"
-    if kind != "hyperspectral" and kind != "detection" and store == "http files":
+    if kind in NOT_PACKED and "shards" in store:
+        return NOT_PACKED[kind]
+    if kind not in FILE_URLS and kind != "detection" and store == "http files":
         return "cannot be listed"
     return None
 
@@ -116,8 +123,8 @@ def test_every_store_gives_the_local_batches(kind, store, backend, stores, tiny_
         return
     want = _local(tiny, backend, data["local files"], s3)
     got = copies(_loader(tiny, backend, data[store], s3))
-    if isinstance(data[store], list) and kind == "hyperspectral":
-        # a list of scene URLs is a list of sources: the batches also say which scene
+    if isinstance(data[store], list) and kind in FILE_URLS:
+        # a list of file URLs is a list of sources: the batches also say which file
         assert all("source_id" in b for b in got) and "source_id" not in want[0]
         got = [{k: v for k, v in b.items() if k != "source_id"} for b in got]
     assert_same(got, want)

@@ -26,15 +26,13 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
-from torch_bridge import make_loader  # noqa: E402
-
-MAIN_TENSOR = {"image": "image", "video": "frames", "hyperspectral": "cube", "fusion": "frames",
-               "detection": "image"}
+from torch_bridge import make_loader, registry  # noqa: E402
 
 
 def _pairs(loader, limit: int | None = None) -> list[tuple[int, float]]:
-    """(index, checksum of its main tensor) of each sample of a pass (`limit` batches)."""
-    name, out = MAIN_TENSOR[loader.modality], []
+    """(index, checksum of its main tensor, the graph's first output) of each sample of a
+    pass (`limit` batches)."""
+    name, out = registry.get(loader.modality).batch_schema.outputs[0], []
     for count, batch in enumerate(loader):
         sums = batch[name].to(torch.float64).flatten(1).sum(1).tolist()
         out += zip(batch["index"].tolist(), sums, strict=True)

@@ -15,12 +15,13 @@ from torch_bridge.modalities.image import ImageModality
 
 
 def test_names_and_kinds():
-    assert registry.names() == ("image", "video", "hyperspectral", "fusion", "detection")
+    assert registry.names() == ("image", "video", "hyperspectral", "fusion", "detection",
+                                "arrays")
     assert set(registry.KINDS) == {"image", "video", "frames", "hyperspectral", "fusion",
-                                   "detection"}
+                                   "detection", "arrays"}
     assert registry.KINDS["frames"][0] is registry.get("video")
     with pytest.raises(ValueError,
-                       match=r"'audio'.*image, video, hyperspectral, fusion, detection"):
+                       match=r"'audio'.*image, video, hyperspectral, fusion, detection, arrays"):
         registry.get("audio")
 
 

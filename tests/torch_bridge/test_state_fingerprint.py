@@ -204,7 +204,7 @@ def test_a_version_1_state_loads_elastically_and_is_still_checked(folder, tmp_pa
 # The same checks on each modality's tiny data (tests/conftest.py: TinyData), frame folders
 # included: the listing, seed, shuffle and sampler options are in the fingerprint.
 FILES = {"image": 10, "video": 5, "frames": 5, "hyperspectral": 3, "fusion": 5,
-         "detection": 10}
+         "detection": 10, "arrays": 10}
 
 
 @pytest.fixture(params=MODALITY_KINDS)
@@ -226,7 +226,7 @@ def _rename_one_sample(root):
         coco = root / "instances.json"
         coco.write_text(coco.read_text().replace(f'"{victim.name}"', f'"zz_{victim.name}"'))
         return
-    for pattern in ("class_1/*.jpg", "class_1/*.webm", "c.spe"):
+    for pattern in ("class_1/*.jpg", "class_1/*.webm", "c.spe", "square/*.npy"):
         found = sorted(root.glob(pattern))
         if found:
             victim = found[-1]

@@ -145,14 +145,25 @@ _COMMON = {"image": "normalized RGB crops", "frames": "normalized RGB frames of 
            "source_id": "which folder of a list of folders the sample came from"}
 
 
-def _field_comments() -> dict[str, dict[str, str]]:
-    """Declaration name (IMAGE, VIDEO, ...) -> field -> the comment on its line in
-    dali_pipes/schema.py."""
-    text = (REPO / "dali_pipes" / "schema.py").read_text()
+def _field_comments(path: Path = REPO / "dali_pipes" / "schema.py") -> dict[str, dict[str, str]]:
+    """Declaration name (IMAGE, VIDEO, ...) -> field -> the comment on its line in `path`
+    (dali_pipes/schema.py, or the module declaring a modality's own schema)."""
+    text = path.read_text()
     out: dict[str, dict[str, str]] = {}
     for block, body in re.findall(r"^(\w+) = \{ *\n(.*?)^\}", text, re.M | re.S):
         out[block] = dict(re.findall(r'"(\w+)": \([^)]*\),?\s*#\s*(.+)$', body, re.M))
     return out
+
+
+def _schema_module(schema) -> Path | None:
+    """The source file of the loaded module (other than dali_pipes.schema) that declares
+    `schema`, a modality's own BatchSchema; None when dali_pipes.schema declares it."""
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("dali_pipes.") and \
+                module.__name__ != "dali_pipes.schema" and module.__file__ and \
+                any(value is schema for value in vars(module).values()):
+            return Path(module.__file__)
+    return None
 
 
 def _note(comments: dict[str, dict[str, str]], modality: str, name: str) -> str:
@@ -166,10 +177,10 @@ def _note(comments: dict[str, dict[str, str]], modality: str, name: str) -> str:
 def render_schema() -> str:
     """The text of docs/schema.md."""
     from torch_bridge import registry
-    comments = _field_comments()
     parts = [HEADER, "# Batch schema", "",
              "Every loader yields `dict[str, torch.Tensor]` batches with these fields, the "
-             "same on both backends (declared once, in `dali_pipes/schema.py`). Layout "
+             "same on both backends (declared once, in `dali_pipes/schema.py` or the "
+             "modality's own source module). Layout "
              "letters: B batch, C channels, H/W height and width, T time. `source_id` is "
              "there when `data` is a list of folders (always for fusion); `length` and "
              "`mask` with `pad=\"variable\"` (video, fusion), where fields with a T axis are "
@@ -177,6 +188,8 @@ def render_schema() -> str:
              "crops)` (video, fusion; docs/video_crops.md). Pixels are normalized RGB: "
              "(x - mean) / std with ImageNet's mean and std."]
     for modality, spec in registry.REGISTRY.items():
+        own = _schema_module(spec.batch_schema)
+        comments = _field_comments(own) if own else _field_comments()
         clips = spec.batch_schema.clips
         fields = spec.schema(multi_source=True, variable=clips, views=clips)
         parts += ["", f"## `{modality}`", "", "| field | dtype | layout | note |",

@@ -54,8 +54,8 @@ class Report:
 
 def detect_modality(data) -> str:
     """"hyperspectral" for folders of .hdr/.spe scenes, "detection" for a folder holding
-    `instances.json`, "fusion" when videos have IMU files beside them, "video" for videos or
-    frame folders, else "image"."""
+    `instances.json`, "fusion" when videos have IMU files beside them, "arrays" for class
+    folders of .npy files, "video" for videos or frame folders, else "image"."""
     from dali_pipes.sources.hyperspectral import SCENE_SUFFIXES
     from dali_pipes.sources.video import VIDEO_EXTENSIONS
     from dali_pipes.sources.video_frames import is_frame_folder_tree
@@ -72,6 +72,8 @@ def detect_modality(data) -> str:
               for n in os.listdir(os.path.join(first, d))]
     if any(n.endswith(".imu.csv") for n in inside):
         return "fusion"
+    if any(n.endswith(".npy") for n in inside):
+        return "arrays"
     if any(os.path.splitext(n)[1].lower() in VIDEO_EXTENSIONS for n in inside):
         return "video"
     return "image"
@@ -158,7 +160,17 @@ def _units(modality: str, data, *, decode: bool, max_pixels, annotations
         return _scene_units(data)
     if modality == "video" and is_frame_folder_tree(data):
         return _frame_units(data, decode, max_pixels)
-    return _video_units(data, fusion=modality == "fusion")
+    if modality in ("video", "fusion"):
+        return _video_units(data, fusion=modality == "fusion")
+    return _loaded_units(modality, data)
+
+
+def _loaded_units(modality: str, data) -> tuple[object, Units]:
+    """Any other registered modality: made as make_loader makes it (default options), each
+    sample read as the torch reference reads it."""
+    made = registry.get(modality).create(data, seed=0, device="cpu", options={})
+    return made.source, [(made.path(i), functools.partial(made.load, 0, i))
+                         for i in range(len(made))]
 
 
 def check_data(data, *, modality: str | None = None, decode: bool = False,

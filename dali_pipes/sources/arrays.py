@@ -1,0 +1,196 @@
+"""Arrays source: `.npy` series of shape (T, C) in class folders -> windows of rows (numpy only).
+
+`root/<class>/<name>.npy` (sub-folders of a class belong to it, as for images), local or
+behind a URL: a folder of a listable store (`s3://bucket/train/`) or a list of the files'
+own URLs (`https://host/data/<class>/<name>.npy`, any store, one source per URL, the class
+the file's parent folder). Every byte goes through the store layer
+(`dali_pipes.stores.select.open_store`).
+
+Every file's header is read and checked when the source is made
+(`dali_pipes.formats.npy`); the data set's channel count C and dtype are those of its first
+good file. A file that fails the check stays in the listing as a bad sample: reading it
+raises its FormatError (naming the file and the field), which the loader's `on_error`
+handles. A sample is a window of `length` rows starting at a row drawn per (seed, epoch,
+key) (`window_starts`); a series shorter than `length` gives all its rows, which the
+modality pads at the end with zeros (`lengths` says how many rows are real).
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import PurePosixPath
+
+import numpy as np
+
+from dali_pipes import schema
+from dali_pipes.formats.errors import FormatError
+from dali_pipes.formats.npy import HEAD_BYTES, NpyHeader, check_like, header_length, parse_header
+from dali_pipes.recipes.augment import uniforms
+from dali_pipes.sources.folders import PathLike, list_class_folders, listing_digest
+from dali_pipes.sources.image import remote_roots
+from dali_pipes.sources.protocol import Source
+from dali_pipes.sources.remote_folders import list_remote_class_folders
+from dali_pipes.stores import Store
+from dali_pipes.stores.local import LocalStore
+from dali_pipes.stores.remote import FsspecStore
+
+EXTENSIONS = frozenset({".npy"})
+STREAM_WINDOW = 13  # the random window start (independent of dali_pipes.recipes.augment's)
+
+# The batch: the windows, padded at the end to `length` rows, with the "length" / "mask"
+# fields of variable-length clips (dali_pipes.schema.LENGTHS) saying which rows are real.
+ARRAYS = {
+    "series": ("float32", "BTC"),  # windows of the files' rows (C channels), (x - mean) / std
+    "length": ("int64", "B"),  # real rows of each window: min(T, length)
+    "mask": ("bool", "BT"),  # True at real rows, False at the zero padding after them
+    "label": ("int64", "B"),
+    "index": ("int64", "B"),
+}
+ARRAYS_SCHEMA = schema.BatchSchema(ARRAYS, ("series",), clip_options=False)
+# The graph's inputs: each window's real rows in the files' dtype (the graph casts, normalises
+# and pads).
+ARRAYS_INPUTS = (schema.Input("series", None, 2, "TC"),)
+
+
+def check_length(length) -> int:
+    """`length` validated: a positive int (ValueError naming the option)."""
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
+        raise ValueError(f"length must be a positive int (rows per window), got {length!r}")
+    return int(length)
+
+
+def window_starts(seed: int, epoch: int, keys: np.ndarray, rows: np.ndarray, length: int,
+                  *, train: bool) -> np.ndarray:
+    """int64 first row of each window, a pure function of (seed, epoch, key): uniform over
+    the `rows - length + 1` full windows with `train`, else the centred one; 0 for a series
+    of `length` rows or fewer."""
+    span = np.maximum(np.asarray(rows, np.int64) - length, 0)
+    if not train:
+        return span // 2
+    u = uniforms(seed, epoch, np.asarray(keys, np.int64), STREAM_WINDOW, 1)[:, 0]
+    return np.minimum(np.floor(u * (span + 1)).astype(np.int64), span)
+
+
+def _url_files(urls: list[str], store: FsspecStore):
+    """(files, labels, source_ids, classes, sizes, versions) of a list of file URLs: the
+    class is the parent folder's name, each URL its own source."""
+    classes = sorted({PurePosixPath(u).parent.name for u in urls})
+    labels = [classes.index(PurePosixPath(u).parent.name) for u in urls]
+    stats = np.asarray([store.stat(u) for u in urls], np.int64).reshape(-1, 2)
+    return (list(urls), np.asarray(labels, np.int64), np.arange(len(urls), dtype=np.int64),
+            tuple(classes), stats[:, 0], stats[:, 1])
+
+
+class ArraysSource(Source):
+    """Windows of `length` rows of the `.npy` series under `data` (one or more roots).
+
+    Attributes: `classes`, `files`, `labels`, `source_ids`, `rows` (T per file; 0 for a bad
+    file), `bad` (index -> the error reading it raises), `channels` and `dtype` (the first
+    good file's)."""
+
+    def __init__(self, data: PathLike | list[PathLike], *, length: int = 64,
+                 store: Store | None = None):
+        self.length = check_length(length)
+        urls = remote_roots(data)
+        self.store: Store = store or (FsspecStore() if urls else LocalStore())
+        self._list(data, urls)
+        self.roots = tuple(str(r).rstrip("/") if urls else os.fspath(r)
+                           for r in ([data] if isinstance(data, (str, os.PathLike)) else data))
+        self._scan(parallel=bool(urls))
+
+    def _list(self, data, urls: list[str]) -> None:
+        if urls and all(u.lower().endswith(".npy") for u in urls):
+            (self.files, self.labels, self.source_ids, self.classes, self.sizes,
+             self.versions) = _url_files(urls, self._remote())
+            return
+        if urls:
+            store = self._remote()
+            listing = list_remote_class_folders(urls, [store.list_objects(u) for u in urls],
+                                                EXTENSIONS, "arrays")
+        else:
+            listing = list_class_folders(data, EXTENSIONS, "arrays", recursive=True)
+        self.files, self.labels, self.source_ids = (listing.files, listing.labels,
+                                                    listing.source_ids)
+        self.classes, self.sizes, self.versions = (listing.classes, listing.sizes,
+                                                   listing.mtimes_ns)
+
+    def _remote(self) -> FsspecStore:
+        if not isinstance(self.store, FsspecStore):
+            raise ValueError(f"data names URLs; the store must be an FsspecStore, got "
+                             f"{type(self.store).__name__}")
+        return self.store
+
+    def _scan(self, *, parallel: bool) -> None:
+        """Read every file's header; the first good one sets `channels` and `dtype`."""
+        if parallel:
+            with ThreadPoolExecutor(8) as pool:
+                found = list(pool.map(self._header, range(len(self.files))))
+        else:
+            found = [self._header(i) for i in range(len(self.files))]
+        self.bad: dict[int, Exception] = {i: h for i, h in enumerate(found)
+                                          if not isinstance(h, NpyHeader)}
+        good = [h for h in found if isinstance(h, NpyHeader)]
+        if not good:
+            raise self.bad[0]
+        self.channels, self.dtype = good[0].shape[1], good[0].dtype
+        self.rows = np.zeros(len(found), np.int64)
+        self.offsets = np.zeros(len(found), np.int64)
+        for i, header in enumerate(found):
+            if not isinstance(header, NpyHeader):
+                continue
+            try:
+                check_like(header, self.files[i], self.channels, self.dtype)
+            except FormatError as exc:
+                self.bad[i] = exc
+                continue
+            self.rows[i], self.offsets[i] = header.shape[0], header.offset
+
+    def _header(self, index: int) -> NpyHeader | Exception:
+        path, size = self.files[index], int(self.sizes[index])
+        try:
+            head = self._read(index, 0, min(size, HEAD_BYTES)).tobytes()
+            need = header_length(head, path) if len(head) >= 10 else len(head)
+            if need > len(head) and need <= size:
+                head = self._read(index, 0, need).tobytes()
+            return parse_header(head, path, size)
+        except (FormatError, OSError, EOFError) as exc:
+            return exc
+
+    def _read(self, index: int, offset: int, count: int) -> np.ndarray:
+        if isinstance(self.store, FsspecStore):
+            return self.store.read_listed_range(self.files[index], int(self.sizes[index]),
+                                                int(self.versions[index]), offset, count)
+        return self.store.read_range(self.files[index], offset, count)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def path(self, index: int) -> str:
+        return self.files[index]
+
+    def listing_digest(self) -> str:
+        """Names (relative to their root), sizes and versions (local: mtimes) of every file."""
+        return listing_digest(self.files, self.roots, self.source_ids, self.sizes,
+                              self.versions)
+
+    def valid_rows(self, indices) -> np.ndarray:
+        """int64 real rows of each sample's window: min(T, length)."""
+        return np.minimum(self.rows[np.asarray(indices, np.int64)], self.length)
+
+    def read_window(self, index: int, start: int) -> np.ndarray:
+        """Rows `start .. start + valid_rows` of sample `index`, (n, C) in `self.dtype`; the
+        file's check error for a bad file, EOFError naming it when it was cut since."""
+        if index in self.bad:
+            raise self.bad[index]
+        n = int(min(self.rows[index] - start, self.length))
+        row = self.channels * self.dtype.itemsize
+        data = self._read(index, int(self.offsets[index]) + int(start) * row, n * row)
+        return data.view(self.dtype).reshape(n, self.channels)
+
+    def close(self) -> None:
+        """Nothing is held open between reads."""
+        return None
+
+
+__all__ = ["ARRAYS", "ARRAYS_INPUTS", "ARRAYS_SCHEMA", "EXTENSIONS", "ArraysSource",
+           "STREAM_WINDOW", "check_length", "window_starts"]
