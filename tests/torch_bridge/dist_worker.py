@@ -27,12 +27,9 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
-from torch_bridge import make_loader  # noqa: E402
+from torch_bridge import make_loader, registry  # noqa: E402
 
 EPOCH = 1  # not the default epoch, so set_epoch is exercised
-MAIN_TENSOR = {"image": "image", "video": "frames", "hyperspectral": "cube", "fusion": "frames"}
-
-
 def _records(loader, modality: str, limit: int | None = None) -> dict:
     """Per batch: indices, labels, source ids (when present) and per-sample checksums."""
     out = {"index": [], "label": [], "source_id": [], "checksum": []}
@@ -41,7 +38,7 @@ def _records(loader, modality: str, limit: int | None = None) -> dict:
         out["label"].append(batch["label"].tolist())
         if "source_id" in batch:
             out["source_id"].append(batch["source_id"].tolist())
-        main = batch[MAIN_TENSOR[modality]].to(torch.float64)
+        main = batch[registry.get(modality).batch_schema.outputs[0]].to(torch.float64)
         out["checksum"].append(main.flatten(1).sum(1).tolist())
         if limit is not None and count + 1 == limit:
             break  # stop mid-epoch, as a job that is pre-empted would
