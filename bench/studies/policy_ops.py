@@ -6,7 +6,7 @@ uint8 images with the same magnitude: how far apart are the pixels?
 Prints, per (operation, magnitude), the mean and maximum |dali - torch| in uint8 levels and
 the share of pixels that differ, for the fused CPU operator (dali_pipes/native) and for the
 graph of DALI's own operators (the GPU's, and the CPU's without a compiler).
-tests/torch_bridge/test_recipes_policies.py holds the bounds.
+tests/torch_bridge/recipes/test_recipes_policies.py holds the bounds.
 """
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ from torch_bridge.loader import Loader
 from torch_bridge.modalities.hyperspectral import HyperspectralModality
 from torch_bridge.order.plan import EpochPlan
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # "dali-workers": the DALI backend with two feed worker processes
 BACKENDS = ("dali", "dali-workers", "torch")
 

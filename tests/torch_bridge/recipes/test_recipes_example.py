@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "examples" / "train_classifier.py"
+_PATH = Path(__file__).resolve().parents[3] / "examples" / "train_classifier.py"
 
 
 def _example():
