@@ -74,6 +74,13 @@ class ModalitySpec:
     sample_note: str  # what the progress bar says while it makes it
     # the rows `bench/compare.py` runs by default ("dali:<preset>": another decode preset)
     compare_rows: tuple[str, ...] = ("dali", "torch")
+    # "module:function(data) -> bool": whether a local folder holds this modality's data
+    # (the check tool's guess without --modality); None: the fallback when none claims it
+    holds: str | None = None
+
+    def claims(self, data) -> bool:
+        """Whether `holds` says the local folder `data` is this modality's data."""
+        return self.holds is not None and bool(_resolve(self.holds)(data))
 
     def schema(self, *, multi_source: bool = False, variable: bool = False,
                views: bool = False) -> dict[str, tuple[str, str]]:
@@ -142,31 +149,36 @@ REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
              "dali_pipes.testing.tiny_data:video", _CLIP)),
         schema.VIDEO_SCHEMA,
         "dali_pipes.testing.sample_video:video_dataset",
-        "creating sample VP9 clips (first run only)"),
+        "creating sample VP9 clips (first run only)",
+        holds="dali_pipes.sources.frame_data:holds_video"),
     ModalitySpec("hyperspectral", (
         Kind("hyperspectral", "torch_bridge.modalities.hyperspectral:HyperspectralModality",
              "dali_pipes.testing.tiny_data:hyperspectral", dict(batch_size=16, patch_size=3)),),
         schema.HYPERSPECTRAL_SCHEMA,
         "dali_pipes.testing.sample_hyperspectral:hyperspectral_dataset",
-        "creating sample ENVI and SPE scenes (first run only)"),
+        "creating sample ENVI and SPE scenes (first run only)",
+        holds="dali_pipes.sources.hyperspectral:holds_scenes"),
     ModalitySpec("fusion", (
         Kind("fusion", "torch_bridge.modalities.fusion:FusionModality",
              "dali_pipes.testing.tiny_data:fusion", dict(_CLIP, imu_offset=0.25)),),
         schema.FUSION_SCHEMA,
         "dali_pipes.testing.sample_fusion:fusion_dataset",
-        "creating sample VP9 clips with 200 Hz IMU (first run only)"),
+        "creating sample VP9 clips with 200 Hz IMU (first run only)",
+        holds="dali_pipes.sources.fusion:holds_imu"),
     ModalitySpec("detection", (
         Kind("detection", "torch_bridge.modalities.detection:DetectionModality",
              "dali_pipes.testing.sample_detection:tiny", dict(batch_size=4, size=32)),),
         schema.DETECTION_SCHEMA,
         "dali_pipes.testing.sample_detection:detection_dataset",
-        "creating sample JPEGs with COCO annotations (first run only)"),
+        "creating sample JPEGs with COCO annotations (first run only)",
+        holds="dali_pipes.sources.detection:holds_coco"),
     ModalitySpec("arrays", (
         Kind("arrays", "torch_bridge.modalities.arrays:ArraysModality",
              "dali_pipes.testing.sample_arrays:tiny", dict(batch_size=4, length=8)),),
         _resolve("dali_pipes.sources.arrays:ARRAYS_SCHEMA"),
         "dali_pipes.testing.sample_arrays:arrays_dataset",
-        "creating sample .npy series (first run only)"),
+        "creating sample .npy series (first run only)",
+        holds="dali_pipes.sources.arrays:holds_arrays"),
 )}
 
 # Every kind by its own name ("frames": the video modality over frame folders).

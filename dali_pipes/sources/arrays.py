@@ -26,7 +26,7 @@ from dali_pipes import schema
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.npy import HEAD_BYTES, NpyHeader, check_like, header_length, parse_header
 from dali_pipes.recipes.augment import uniforms
-from dali_pipes.sources.folders import PathLike, list_class_folders, listing_digest
+from dali_pipes.sources.folders import PathLike, list_class_folders, listing_digest, names_in
 from dali_pipes.sources.image import remote_roots
 from dali_pipes.sources.protocol import Source
 from dali_pipes.sources.remote_folders import list_remote_class_folders
@@ -194,3 +194,8 @@ class ArraysSource(Source):
 
 __all__ = ["ARRAYS", "ARRAYS_INPUTS", "ARRAYS_SCHEMA", "EXTENSIONS", "ArraysSource",
            "STREAM_WINDOW", "check_length", "window_starts"]
+
+
+def holds_arrays(data) -> bool:
+    """Whether the class folders of `data` hold `.npy` files."""
+    return any(n.endswith(".npy") for n in names_in(data, 1))

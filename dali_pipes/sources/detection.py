@@ -32,10 +32,12 @@ from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.files import read_file_bytes
 from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
-from dali_pipes.sources.folders import listing_digest
+from dali_pipes.sources.folders import listing_digest, names_in
 from dali_pipes.sources.image import check_max_pixels, remote_roots
 from dali_pipes.sources.protocol import Source
 from dali_pipes.stores.remote import FsspecStore, StoreError, is_url
+
+DEFAULT_ANNOTATIONS = "instances.json"  # the detection loader's default `annotations`
 
 
 def annotation_path(images_dir: str | os.PathLike, annotations: str | os.PathLike,
@@ -230,3 +232,8 @@ class DetectionSource(AnnotatedImages):
 
 
 __all__ = ["CocoDataset", "DetectionSource", "annotation_path"]
+
+
+def holds_coco(data) -> bool:
+    """Whether the folder `data` holds the detection loader's default annotation file."""
+    return DEFAULT_ANNOTATIONS in names_in(data)

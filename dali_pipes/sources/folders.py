@@ -268,3 +268,18 @@ def _list_class(folder: str, label: tuple[int, int], extensions: frozenset[str] 
 __all__ = ["ClassFolderListing", "FoundSamples", "PathLike", "has_extension", "is_hidden",
            "is_sample", "list_class_folders", "listing_digest", "no_class_folders",
            "no_samples"]
+
+
+def names_in(data, depth: int = 0) -> list[str]:
+    """The file names in the (first) folder of `data` (depth 0) or in its subfolders
+    (depth 1): what telling one kind of data set from another looks at. [] when it is not a
+    local folder."""
+    first = os.fspath(data[0] if isinstance(data, (list, tuple)) and data else data)
+    try:
+        top = os.listdir(first)
+        if depth == 0:
+            return top
+        return [n for d in top if os.path.isdir(os.path.join(first, d))
+                for n in os.listdir(os.path.join(first, d))]
+    except (OSError, TypeError):
+        return []

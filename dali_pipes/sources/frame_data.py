@@ -8,11 +8,13 @@ lists again) or the first member header of the first shard (a frame shard's firs
 """
 from __future__ import annotations
 
+import os
 import tarfile
 from collections.abc import Mapping
 from typing import Any
 
 from dali_pipes.frames import TIMESTAMPS
+from dali_pipes.sources.folders import names_in
 from dali_pipes.sources.frame_stores import (
     FRAME_MEMBER,
     FrameShardSource,
@@ -82,3 +84,14 @@ def _first_member_is_a_frame(shard: str, store) -> bool:
         return False
     ext = info.name.rsplit("/", 1)[-1].partition(".")[2]
     return ext == TIMESTAMPS or FRAME_MEMBER.match(ext) is not None
+
+
+def holds_video(data) -> bool:
+    """Whether the folder `data` holds frame folders, or class folders of clips without IMU
+    streams beside them (those are fusion data)."""
+    if is_frame_folder_tree(data):
+        return True
+    from dali_pipes.sources.video import VIDEO_EXTENSIONS
+    inside = names_in(data, 1)
+    return (not any(n.endswith(".imu.csv") for n in inside)
+            and any(os.path.splitext(n)[1].lower() in VIDEO_EXTENSIONS for n in inside))

@@ -19,7 +19,7 @@ import numpy as np
 from dali_pipes.align import METHODS, Method, align_to_frames
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.imu import TIME_COLUMN, ImuStream, imu_path_for, parse_imu, read_imu
-from dali_pipes.sources.folders import PathLike, listing_digest
+from dali_pipes.sources.folders import PathLike, listing_digest, names_in
 from dali_pipes.sources.video import VideoFolderSource
 
 IMU_METHODS = METHODS
@@ -200,3 +200,8 @@ class FusionFolderSource(ImuChannels, VideoFolderSource):
         return self._first_readable_channels(
             f"no readable <stem>.imu.csv beside any of the {len(self.files)} video files "
             f"under {self.roots}")
+
+
+def holds_imu(data) -> bool:
+    """Whether the class folders of `data` hold IMU streams beside their clips."""
+    return any(n.endswith(".imu.csv") for n in names_in(data, 1))

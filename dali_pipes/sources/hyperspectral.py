@@ -37,7 +37,7 @@ from dali_pipes.formats import FormatError, open_envi, open_spe
 from dali_pipes.formats.cube import Cube
 from dali_pipes.formats.label_map import read_label_map
 from dali_pipes.recipes.augment import STREAM_PATCH, uniforms
-from dali_pipes.sources.folders import is_sample, listing_digest
+from dali_pipes.sources.folders import is_sample, listing_digest, names_in
 from dali_pipes.sources.image import remote_roots
 from dali_pipes.sources.links import LinkRule
 from dali_pipes.sources.protocol import Source
@@ -332,3 +332,7 @@ class HyperspectralSource(Source):
         state["_cubes"], state["_pid"] = {}, None  # the receiving process opens its own
         return state
 
+
+def holds_scenes(data) -> bool:
+    """Whether the folder `data` holds ENVI or SPE scene files."""
+    return any(os.path.splitext(n)[1].lower() in SCENE_SUFFIXES for n in names_in(data))

@@ -19,17 +19,16 @@ from __future__ import annotations
 import argparse
 import functools
 import io
-import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
 from torch_bridge import registry
 
 MODALITIES = registry.names()
-DEFAULT_ANNOTATIONS = "instances.json"  # the detection loader's default
 # Listing reasons that only say "not a sample"; any other reason is a problem.
 BENIGN = frozenset({"hidden", "other extension", "not a file", "not a folder"})
 
@@ -53,30 +52,12 @@ class Report:
 
 
 def detect_modality(data) -> str:
-    """"hyperspectral" for folders of .hdr/.spe scenes, "detection" for a folder holding
-    `instances.json`, "fusion" when videos have IMU files beside them, "arrays" for class
-    folders of .npy files, "video" for videos or frame folders, else "image"."""
-    from dali_pipes.sources.hyperspectral import SCENE_SUFFIXES
-    from dali_pipes.sources.video import VIDEO_EXTENSIONS
-    from dali_pipes.sources.video_frames import is_frame_folder_tree
-
-    first = os.fspath(data[0] if isinstance(data, (list, tuple)) else data)
-    names = os.listdir(first)
-    if any(os.path.splitext(n)[1].lower() in SCENE_SUFFIXES for n in names):
-        return "hyperspectral"
-    if DEFAULT_ANNOTATIONS in names:
-        return "detection"
-    if is_frame_folder_tree(data):
-        return "video"
-    inside = [n for d in names if os.path.isdir(os.path.join(first, d))
-              for n in os.listdir(os.path.join(first, d))]
-    if any(n.endswith(".imu.csv") for n in inside):
-        return "fusion"
-    if any(n.endswith(".npy") for n in inside):
-        return "arrays"
-    if any(os.path.splitext(n)[1].lower() in VIDEO_EXTENSIONS for n in inside):
-        return "video"
-    return "image"
+    """The modality whose registry entry claims the folder `data` (its `holds` test: scene
+    files, a COCO file, IMU streams, .npy files, clips or frame folders); the one without a
+    test (images) when none does."""
+    specs = registry.REGISTRY.values()
+    claimed = [spec.name for spec in specs if spec.claims(data)]
+    return claimed[0] if claimed else next(s.name for s in specs if s.holds is None)
 
 
 def _strict_decode(data, path: str) -> None:
