@@ -143,9 +143,16 @@ def decode_case(data: Path, images: int) -> tuple[np.ndarray, np.ndarray]:
             np.stack([b[:h, :w] for _, b in same]).astype(np.float64))
 
 
+# besides policy_ops' extremes: RandAugment m9's factor (0.27) and AutoAugment's (0.8)
+_MORE = [(name, m) for name in ("Brightness", "Color", "Contrast", "Sharpness")
+         for m in (0.27, 0.8)]
+
+
 def policy_cases() -> list[tuple[str, float]]:
+    """(operation, magnitude) pairs: policy_ops' cases and _MORE, in OPS order."""
     from bench.studies.policy_ops import CASES
-    return CASES
+    from dali_pipes.policies import OP
+    return sorted(CASES + _MORE, key=lambda c: OP[c[0]])
 
 
 def policy_case(images: np.ndarray, name: str, magnitude: float,
