@@ -39,6 +39,7 @@ import platform
 import re
 import subprocess
 import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -55,6 +56,19 @@ METRICS = ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent", "gpu_ut
 # the last line of a Python traceback: "pkg.mod.SampleError: sample 3 (...): ..."
 EXCEPTION_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*)\w*(Error|Exception|Exit|Interrupt)(:|$)")
 SPREAD = ("samples_per_s", "cpu_ms_per_sample")  # reported as [min, max] over rounds
+WIDTH = 80  # every line compare.py prints fits in this many columns
+
+
+def fit(text: str) -> str:
+    """`text` wrapped to WIDTH columns, continuation lines indented by two spaces."""
+    return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ",
+                                   break_on_hyphens=False) or line
+                     for line in text.splitlines())
+
+
+def say(text: str) -> None:
+    """A message on stderr, wrapped to WIDTH columns."""
+    print(fit(text), file=sys.stderr, flush=True)
 
 
 class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -170,9 +184,14 @@ def sample_data(modality: str, sample: str = "default") -> Path:
         if modality != "image":
             raise SystemExit(f"--sample large: only for --modality image, not {modality}")
         from dali_pipes.testing.sample_data import large_photo_dataset
-        make, description = large_photo_dataset, "creating large sample photos (first run only)"
+        make, description = large_photo_dataset, "writing large sample photos (first run)"
     with progress_bar(None, description, unit="files", transient=True) as bar:
         return make(progress=lambda done, total: bar.update(done, total=total))
+
+
+def uses_native(backends: list[str]) -> bool:
+    """Whether a row runs our DALI graphs (which use the native operators)."""
+    return any(b.partition(":")[0] in ("dali", "adapter") for b in backends)
 
 
 def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
@@ -187,7 +206,8 @@ def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
            "--modality", args.modality, "--data", str(data), "--batch-size",
            str(args.batch_size), "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--device", device, "--size", str(args.size), "--workers", str(args.workers),
-           "--threads", str(args.threads), "--on-error", getattr(args, "on_error", "raise")]
+           "--threads", str(args.threads), "--on-error", getattr(args, "on_error", "raise"),
+           "--prebuilt"]
     if preset or args.config:
         cmd += ["--config", preset or args.config]
     if getattr(args, "recipe", None):
@@ -269,7 +289,7 @@ def run_all(args, data: Path, device: str, backends: list[str]) -> list[dict]:
                         lambda done, b=base: bar.update(b + done)))
                 except BackendFailed as exc:
                     failed[backend] = exc.cause
-                    bar.print(f"compare.py: {backend} failed: {exc.cause}")
+                    bar.print(fit(f"compare.py: {backend} failed: {exc.cause}"))
                 bar.update(base + args.steps)
     return [_median(rounds[b]) if b not in failed else {"backend": b, "error": failed[b]}
             for b in backends]
@@ -311,8 +331,11 @@ def main(argv=None) -> int:
     backends = args.backends.split(",") if args.backends else RECIPE_BACKENDS if args.recipe \
         else list(registry.get(args.modality).compare_rows)
     if args.peers:
-        backends += [p for p in peer_rows(args.modality, args.peers, lambda line: print(
-            line, file=sys.stderr)) if p not in backends]
+        backends += [p for p in peer_rows(args.modality, args.peers, say)
+                     if p not in backends]
+    if uses_native(backends):  # compiled here, once, before anything is timed
+        from dali_pipes.native.prebuild import prebuild
+        prebuild(say=say)
     with LoadMonitor() as load:
         results = run_all(args, data, device, backends)
     report = {"modality": args.modality, "device": device, "results": results,
@@ -326,11 +349,11 @@ def main(argv=None) -> int:
         report["settings"]["recipe"] = args.recipe
     print_table(report)
     if args.recipe:
-        print("recipe " + args.recipe + ": dali " + ", ".join(
+        print(fit("recipe " + args.recipe + ": dali " + ", ".join(
             f"{k} {v:.2f}x" if v is not None else f"{k} -"
-            for k, v in report["recipe_speedups"].items()) + " (samples/s)")
+            for k, v in report["recipe_speedups"].items()) + " (samples/s)"))
     if load.busy:
-        print(load.warning(), file=sys.stderr)
+        say(load.warning())
     measured = {**report, "results": [r for r in results if "error" not in r]}
     if args.stages and measured["results"]:
         from bench.stages import print_stages
@@ -342,8 +365,7 @@ def main(argv=None) -> int:
         plot_compare(measured, args.plot)
     failed = [r["backend"] for r in results if "error" in r]
     if failed:
-        print(f"compare.py: failed: {', '.join(failed)} (causes above and in the table)",
-              file=sys.stderr)
+        say(f"compare.py: failed: {', '.join(failed)} (causes above and in the table)")
     return 1 if failed else 0
 
 

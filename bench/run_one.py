@@ -148,6 +148,9 @@ def parser() -> argparse.ArgumentParser:
                    help="bad samples (our dali and torch loaders): raise or skip")
     p.add_argument("--stages", action="store_true",
                    help="also time read / decode+augment / transfer (bench/stages.py)")
+    p.add_argument("--prebuilt", action="store_true", help="the native operators were "
+                   "compiled already (compare.py does it once); else they are compiled "
+                   "here, before anything is timed, where missing")
     p.add_argument("--options", help="more make_loader options for our dali and torch "
                    "loaders, as a JSON object (storage_options, cache_dir, ...)")
     return p
@@ -155,6 +158,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    if not args.prebuilt and args.backend in ("dali", "adapter"):
+        from dali_pipes.native.prebuild import prebuild
+        prebuild(say=lambda line: print(line, file=sys.stderr, flush=True))
     result = measure(args.backend, args)
     print(json.dumps({"event": "result", **result}), flush=True)
     return 0

@@ -286,6 +286,9 @@ def main(argv=None) -> int:
     if args.child:
         return _child(json.loads(args.child))
     try:
+        if args.backend == "dali":  # compiled once here, not inside a timed child
+            from dali_pipes.native.prebuild import prebuild
+            prebuild(say=lambda line: print(line, file=sys.stderr, flush=True))
         report = run(args)
         print_table(report["rows"], f"{args.backend} on {report['device']}: one knob at a time")
         for note in report["notes"] + noise_notes(report["rows"]):

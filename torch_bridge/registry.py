@@ -71,7 +71,7 @@ class ModalitySpec:
     kinds: tuple[Kind, ...]
     batch_schema: schema.BatchSchema  # the batch's fields and the graph's outputs
     sample: str  # "module:function" making the built-in sample data set (cached)
-    sample_note: str  # what the progress bar says while it makes it
+    sample_note: str  # what the progress bar says while it makes it (<= 38 characters)
     # the rows `bench/compare.py` runs by default ("dali:<preset>": another decode preset)
     compare_rows: tuple[str, ...] = ("dali", "torch")
     # "module:function(data) -> bool": whether a local folder holds this modality's data
@@ -139,7 +139,7 @@ REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
         Kind("image", "torch_bridge.modalities.image:ImageModality",
              "dali_pipes.testing.tiny_data:image", dict(batch_size=4, size=16)),),
         schema.IMAGE_SCHEMA,
-        "dali_pipes.testing.sample_data:image_dataset", "creating sample JPEGs (first run only)",
+        "dali_pipes.testing.sample_data:image_dataset", "writing sample photos (first run only)",
         ("dali", "torch", "classic", "dali-stock", "adapter", "dali:throughput")),
     ModalitySpec("video", (
         Kind("frames", "torch_bridge.modalities.video_frames:FrameFolderModality",
@@ -149,35 +149,35 @@ REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
              "dali_pipes.testing.tiny_data:video", _CLIP)),
         schema.VIDEO_SCHEMA,
         "dali_pipes.testing.sample_video:video_dataset",
-        "creating sample VP9 clips (first run only)",
+        "writing sample VP9 clips (first run)",
         holds="dali_pipes.sources.frame_data:holds_video"),
     ModalitySpec("hyperspectral", (
         Kind("hyperspectral", "torch_bridge.modalities.hyperspectral:HyperspectralModality",
              "dali_pipes.testing.tiny_data:hyperspectral", dict(batch_size=16, patch_size=3)),),
         schema.HYPERSPECTRAL_SCHEMA,
         "dali_pipes.testing.sample_hyperspectral:hyperspectral_dataset",
-        "creating sample ENVI and SPE scenes (first run only)",
+        "writing sample ENVI/SPE scenes",
         holds="dali_pipes.sources.hyperspectral:holds_scenes"),
     ModalitySpec("fusion", (
         Kind("fusion", "torch_bridge.modalities.fusion:FusionModality",
              "dali_pipes.testing.tiny_data:fusion", dict(_CLIP, imu_offset=0.25)),),
         schema.FUSION_SCHEMA,
         "dali_pipes.testing.sample_fusion:fusion_dataset",
-        "creating sample VP9 clips with 200 Hz IMU (first run only)",
+        "writing sample clips + 200 Hz IMU",
         holds="dali_pipes.sources.fusion:holds_imu"),
     ModalitySpec("detection", (
         Kind("detection", "torch_bridge.modalities.detection:DetectionModality",
              "dali_pipes.testing.sample_detection:tiny", dict(batch_size=4, size=32)),),
         schema.DETECTION_SCHEMA,
         "dali_pipes.testing.sample_detection:detection_dataset",
-        "creating sample JPEGs with COCO annotations (first run only)",
+        "writing sample COCO-annotated photos",
         holds="dali_pipes.sources.detection:holds_coco"),
     ModalitySpec("arrays", (
         Kind("arrays", "torch_bridge.modalities.arrays:ArraysModality",
              "dali_pipes.testing.sample_arrays:tiny", dict(batch_size=4, length=8)),),
         _resolve("dali_pipes.sources.arrays:ARRAYS_SCHEMA"),
         "dali_pipes.testing.sample_arrays:arrays_dataset",
-        "creating sample .npy series (first run only)",
+        "writing sample .npy series",
         holds="dali_pipes.sources.arrays:holds_arrays"),
 )}
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 SOURCES = Path(__file__).resolve().parent
 BUILD_TIMEOUT_S = 120.0  # default of DALI_PIPES_BUILD_TIMEOUT
+BUILD_S = 8.0  # about one operator's compile time on one core (g++ -O3, DALI's headers)
 _FLAGS = ("-std=c++20", "-O3", "-fPIC", "-shared", "-ffp-contract=off")
 _CUDA_HEADERS = ("cuda_runtime_api.h", "crt/host_config.h", "nv/target")
 # operators that need a system library: (its header, the linker options, the package)
@@ -168,9 +169,9 @@ def _folder(key: str) -> Path:
         return alt
 
 
-def build(name: str, rebuild: bool = False) -> str:
-    """The verified cached library's path, compiling it first if needed (or if `rebuild`);
-    RuntimeError saying why not."""
+def _plan(name: str) -> tuple[Path, list[str], float]:
+    """(the cached library's path, the compile command without "-o", the time limit) of
+    `name`; RuntimeError saying why it cannot be built here."""
     src = SOURCES / f"{name}.cc"
     if not src.is_file():
         raise RuntimeError(f"no source {src}")
@@ -183,27 +184,42 @@ def build(name: str, rebuild: bool = False) -> str:
         raise RuntimeError("no CUDA toolkit headers (cuda_runtime_api.h, crt/, nv/ under "
                            "CUDA_HOME/include or /usr/local/cuda/include)")
     options = _options(cxx, cuda_inc) + _system_lib(name, cxx, timeout)
-    key = _key(src, options)
-    lib = cache_dir() / key / f"lib{name}.so"
+    lib = cache_dir() / _key(src, options) / f"lib{name}.so"
+    return lib, [*options[:1], str(src), *options[1:]], timeout
+
+
+def is_cached(name: str) -> bool:
+    """Whether `build(name)` would find a verified library in the cache (no compiling);
+    RuntimeError saying why it cannot be built here."""
+    return verified(_plan(name)[0])
+
+
+def build(name: str, rebuild: bool = False, *, announce: bool = True) -> str:
+    """The verified cached library's path, compiling it first if needed (or if `rebuild`);
+    RuntimeError saying why not. `announce` False leaves out the "building" line (a caller
+    that reports progress itself)."""
+    lib, command, timeout = _plan(name)
     if not rebuild and _cached(lib, name):
         return str(lib)
-    folder = _folder(key)
+    folder = _folder(lib.parent.name)
     if folder != lib.parent:
         lib = folder / lib.name
         if not rebuild and _cached(lib, name):
             return str(lib)
-    _compile(name, [*options[:1], str(src), *options[1:]], lib, timeout)
+    _compile(name, command, lib, timeout, announce)
     return str(lib)
 
 
-def _compile(name: str, command: list[str], lib: Path, timeout: float) -> None:
+def _compile(name: str, command: list[str], lib: Path, timeout: float,
+             announce: bool = True) -> None:
     """Run `command` + "-o TEMP" and rename TEMP to `lib`, then write its sidecar the same
     way; RuntimeError (the compiler's last lines, or the timeout) otherwise."""
     fd, tmp = tempfile.mkstemp(prefix=f".{lib.name}.{os.getpid()}.", dir=lib.parent)
     os.close(fd)
     side_tmp = f"{tmp}.sha256"
-    print(f"dali_pipes: building native operator {name} (first use, ~4 s; stopped after "
-          f"{timeout:g} s) into {lib}", file=sys.stderr)
+    if announce:
+        print(f"dali_pipes: building native operator {name} (first use, ~{BUILD_S:g} s; "
+              f"stopped after {timeout:g} s) into {lib}", file=sys.stderr)
     try:
         code, output = _run_bounded([*command, "-o", tmp], timeout)
         if code is None:

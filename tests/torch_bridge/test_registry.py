@@ -89,6 +89,7 @@ def test_bench_choices_and_sample_makers_come_from_the_registry():
         assert parse(["--modality", "video"]).modality == "video"
     for spec in registry.REGISTRY.values():
         assert callable(spec.sample_maker()) and spec.sample_note
+        assert len(spec.sample_note) <= 38  # its progress line fits 80 columns
 
 
 def test_reading_the_registry_imports_neither_torch_nor_dali():

@@ -46,7 +46,7 @@ from torch_bridge.recipes.photometric import apply_photometric
 from torch_bridge.recipes.policies import apply_policy
 
 _INTERP = {"bilinear": "BILINEAR", "bicubic": "BICUBIC", "lanczos": "LANCZOS",
-           "nearest": "NEAREST"}
+           "nearest": "NEAREST_EXACT"}  # pixel centres, as DALI's INTERP_NN and PIL sample
 
 
 class ImageModality(SourceModality):
@@ -212,8 +212,8 @@ class ImageModality(SourceModality):
         image = decode_image_tensor(data, orientation, plane, self.decode.alpha)
         top, left, ch, cw = windows[0].tolist()
         mode = getattr(F.InterpolationMode, _INTERP[self.recipe.interpolation])
-        image = F.resized_crop(image, top, left, ch, cw, list(size),
-                               interpolation=mode, antialias=mode != F.InterpolationMode.NEAREST)
+        image = F.resized_crop(image, top, left, ch, cw, list(size), interpolation=mode,
+                               antialias=mode != F.InterpolationMode.NEAREST_EXACT)
         if vflip[0]:
             image = image.flip(-2)
         if flip[0]:
