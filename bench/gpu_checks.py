@@ -36,6 +36,7 @@ class Ctx:
     n_images: int = 64
     big_batch: int = 256   # the batch of the throughput checks
     steps: int = 20        # timed batches of the throughput checks
+    repeats: int = 3       # interleaved rounds of compare.py (medians over them)
     large_photos: int = 8  # files of the large-photo set (3000-6000 px)
     cache: dict = field(default_factory=dict)
     deadline: Deadline | None = None  # bench/gpu_report.py: clips subprocess timeouts
@@ -51,7 +52,8 @@ class Ctx:
 
 
 def dry_ctx(work: Path) -> Ctx:
-    return Ctx("cpu", work, image_size=64, n_images=16, big_batch=16, steps=3, large_photos=1)
+    return Ctx("cpu", work, image_size=64, n_images=16, big_batch=16, steps=3, large_photos=1,
+               repeats=1)
 
 
 # --- data --------------------------------------------------------------------------------

@@ -185,7 +185,7 @@ def compare_cuda(ctx: Ctx) -> dict:
     cmd = [sys.executable, "bench/compare.py", "--modality", "image", "--data",
            str(big_images(ctx)), "--device", device, "--batch-size", str(ctx.big_batch),
            "--steps", str(ctx.steps), "--warmup", "2", "--backends", "dali,torch",
-           "--json", str(out_json)]
+           "--repeats", str(ctx.repeats), "--json", str(out_json)]
     with EngineSampler(torch.cuda.current_device() if ctx.gpu else None) as engines:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=ctx.timeout(240),
                              cwd=ROOT)

@@ -46,6 +46,25 @@ def native_ops(request) -> None:
         assert native.library(name), native.why_not(name)
 
 
+MAX_WORKERS = 4  # pytest-xdist processes for the whole suite, at most
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """The whole suite (`python -m pytest`, no paths: the README's and CI's command) runs in
+    parallel, one pytest-xdist worker per core up to MAX_WORKERS, idle workers taking queued
+    tests from busy ones (worksteal). Runs of chosen files stay in one process: starting
+    the workers costs more than such a run. `-n N` (`-n 0`: one process) always wins, and
+    without pytest-xdist the suite runs in one process."""
+    option = config.option
+    if (getattr(option, "numprocesses", 0) is None and not hasattr(config, "workerinput")
+            and config.args_source is pytest.Config.ArgsSource.TESTPATHS):
+        option.numprocesses = "auto"
+        option.maxprocesses = option.maxprocesses or MAX_WORKERS
+        if option.dist == "no":
+            option.dist = "worksteal"
+
+
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs CUDA")
     for item in items:

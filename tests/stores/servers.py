@@ -39,7 +39,8 @@ class RangeServer:
             def do_GET(self):
                 server._serve(self, body=True)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        # port 0: the kernel picks a free one while binding (no window for another process)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
