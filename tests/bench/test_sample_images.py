@@ -3,7 +3,7 @@ photographic statistics, progress reported, cached."""
 import numpy as np
 from PIL import Image
 
-from dali_pipes.formats.jpeg import jpeg_size
+from dali_pipes.formats.jpeg_scan import jpeg_size
 from dali_pipes.testing.sample_data import IMAGE_SIZE, image_dataset
 from dali_pipes.testing.sample_photos import fast_photo
 
