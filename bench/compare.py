@@ -29,6 +29,11 @@ over usual).
 torchcodec, PyAV: same output, each set up as its docs recommend) and "decode-ceiling", the
 same images decoded whole by libjpeg-turbo without augmentation (bench/peers.py); a peer
 that is not installed is skipped with one line.
+--peers with --modality video adds torchcodec and PyAV rows (bench/peers_video.py): the same
+clips of our plan decoded by each, scaled to --size in the decoder, in a DataLoader with
+2 workers; --options '{"clip_length": 16, "stride": 2}' sets the clips of every row.
+--options: more make_loader options of our dali and torch rows, as a JSON object (the video
+peers take clip_length, stride and train from it).
 """
 from __future__ import annotations
 
@@ -117,22 +122,46 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "the recipe's own size)")
     p.add_argument("--peers", nargs="?", const="all", help="images: add rows for FFCV, "
                    "SPDL, torchcodec and PyAV where installed and the decode-only ceiling "
-                   "(bench/peers.py), or for the comma-separated ones named; a missing "
-                   "peer is skipped with one line")
+                   "(bench/peers.py); video: torchcodec and PyAV (bench/peers_video.py); "
+                   "or the comma-separated ones named; a missing peer is skipped with "
+                   "one line")
+    p.add_argument("--options", type=_json_object, help="more make_loader options for our "
+                   "dali and torch rows, as a JSON object, e.g. '{\"clip_length\": 16}' "
+                   "(video peers: clip_length, stride, train)")
     return p.parse_args(argv)
+
+
+def _json_object(text: str) -> str:
+    """--options: `text` when it is a JSON object (argparse names the option otherwise)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"a JSON object is needed, not {text!r}")
+    return text
+
+
+def _peer_table(modality: str):
+    """(peer names, their `unavailable`) of `modality`'s --peers rows."""
+    if modality == "video":
+        from bench import peers_video
+        return peers_video.VIDEO_PEERS, peers_video.unavailable
+    if modality != "image":
+        raise SystemExit(f"--peers: only for --modality image or video, not {modality}")
+    from bench import peers
+    return peers.PEERS, peers.unavailable
 
 
 def peer_rows(modality: str, wanted: str = "all", say=print) -> list[str]:
     """The --peers rows (`wanted`: "all" or comma-separated names) that can run here; one
     "skipped: ..." line (via `say`) for each other one."""
-    from bench.peers import PEERS, unavailable
-    if modality != "image":
-        raise SystemExit(f"--peers: only for --modality image, not {modality}")
-    names = list(PEERS) if wanted == "all" else wanted.split(",")
-    unknown = [n for n in names if n not in PEERS]
+    known, unavailable = _peer_table(modality)
+    names = list(known) if wanted == "all" else wanted.split(",")
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise SystemExit(f"--peers: unknown {', '.join(unknown)}; expected 'all' or some "
-                         f"of {', '.join(PEERS)}")
+        raise SystemExit(f"--peers: unknown {', '.join(unknown)} for --modality {modality}; "
+                         f"expected 'all' or some of {', '.join(known)}")
     rows = []
     for peer in names:
         why = unavailable(peer)
@@ -214,6 +243,8 @@ def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
         cmd += ["--recipe", args.recipe]
     if getattr(args, "stages", False):
         cmd.append("--stages")
+    if getattr(args, "options", None):
+        cmd += ["--options", args.options]
     result, code, err = run_child(cmd, on_step)
     if code != 0 or result is None:
         raise BackendFailed(backend, code, last_error_line(err))
@@ -343,7 +374,8 @@ def main(argv=None) -> int:
               "settings": {"batch_size": args.batch_size, "steps": args.steps,
                            "warmup": args.warmup, "repeats": args.repeats,
                            "data": str(data), "size": args.size,
-                           "on_error": args.on_error}}
+                           "on_error": args.on_error,
+                           "options": json.loads(args.options or "{}")}}
     if args.recipe:
         report.update(recipe=args.recipe, recipe_speedups=recipe_speedups(results))
         report["settings"]["recipe"] = args.recipe

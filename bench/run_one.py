@@ -21,8 +21,9 @@ import torch  # noqa: E402
 from bench.metrics import ResourceSampler, gpu_index  # noqa: E402
 from torch_bridge import registry  # noqa: E402
 
+# the last five: bench/peers.py (with --modality video, torchcodec and pyav: bench/peers_video.py)
 BACKENDS = ("dali", "torch", "classic", "dali-stock", "adapter", "usual", "ffcv", "spdl",
-            "torchcodec", "pyav", "decode-ceiling")  # the last five: bench/peers.py
+            "torchcodec", "pyav", "decode-ceiling")
 DEFAULT_SIZE = 224  # with --recipe, --size at this default leaves the recipe's size
 
 
@@ -54,6 +55,11 @@ def build(backend: str, args):
     if backend == "dali-stock":
         from bench.baselines import dali_stock_loader
         return dali_stock_loader(args.data, size=args.size, num_threads=args.threads, **common)
+    if backend in ("torchcodec", "pyav") and args.modality == "video":
+        from bench.peers_video import video_peer_loader
+        return video_peer_loader(backend, args.data, size=args.size, num_workers=args.workers,
+                                 options=json.loads(getattr(args, "options", None) or "{}"),
+                                 **common)
     if backend in ("ffcv", "spdl", "torchcodec", "pyav", "decode-ceiling"):
         from bench.peers import peer_loader
         return peer_loader(backend, args.data, size=args.size, num_workers=args.workers,

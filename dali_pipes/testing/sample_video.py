@@ -68,20 +68,25 @@ def small_video_folder(root: Path, *, n_videos: int = 6, n_classes: int = 3,
 
 def video_dataset(*, n_videos: int = 48, n_classes: int = 4, size=(160, 120),
                   frames=(48, 64, 80, 96), root: Path | None = None, seed: int = 0,
-                  progress=None) -> Path:
-    """Create (once) and return a folder of class folders of VP9 WebM clips.
+                  codec: str = "libvpx-vp9", progress=None) -> Path:
+    """Create (once) and return a folder of class folders of VP9 WebM clips (or of
+    `codec`'s, e.g. "libx264" for H.264 MP4).
 
     The folder name encodes every parameter, so a changed request never reuses stale files.
     """
-    key = hashlib.sha1(repr((n_videos, n_classes, size, frames, seed, 1)).encode()).hexdigest()
-    base = (root or cache_root()) / f"videos-{n_videos}x{size[0]}x{size[1]}-{key[:10]}"
+    params = (n_videos, n_classes, size, frames, seed, 1) + (
+        () if codec == "libvpx-vp9" else (codec,))  # VP9 sets keep their cached names
+    key = hashlib.sha1(repr(params).encode()).hexdigest()
+    tag = "" if codec == "libvpx-vp9" else f"{codec}-"
+    base = (root or cache_root()) / f"videos-{tag}{n_videos}x{size[0]}x{size[1]}-{key[:10]}"
     if (base / ".complete").exists():
         return base
     rng = np.random.default_rng(seed)
     for i in range(n_videos):
         label = i % n_classes
         pixels = synthetic_frames(rng, frames[i % len(frames)], size[0], size[1], label)
-        write_video(base / f"class_{label:03d}" / f"clip_{i:05d}.webm", pixels)
+        write_video(base / f"class_{label:03d}" / f"clip_{i:05d}{CODEC_SUFFIX.get(codec, '.mkv')}",
+                    pixels, codec=codec)
         if progress is not None:
             progress(i + 1, n_videos)
     (base / ".complete").write_text("ok\n")

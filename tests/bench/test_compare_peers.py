@@ -24,8 +24,8 @@ def test_every_peer_is_a_row_or_one_skipped_line():
     assert unavailable("nosuch").startswith("unknown peer")
     with pytest.raises(SystemExit, match="unknown nosuch"):
         peer_rows("image", "pyav,nosuch", lines.append)
-    with pytest.raises(SystemExit, match="only for --modality image"):
-        peer_rows("video", "all", lines.append)
+    with pytest.raises(SystemExit, match="only for --modality image or video"):
+        peer_rows("hyperspectral", "all", lines.append)
 
 
 def test_compare_peers_measures_pyav_and_the_ceiling(tmp_path):

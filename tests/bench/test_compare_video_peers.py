@@ -1,0 +1,83 @@
+"""compare.py --modality video --peers: torchcodec and PyAV rows over the clips of our plan
+(bench/peers_video.py), on a tiny set of real H.264 files."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.compare import peer_rows
+from bench.peers_video import VIDEO_PEERS, unavailable, video_peer_loader
+from dali_pipes.sources.video import VideoFolderSource
+from dali_pipes.testing.sample_video import small_video_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIPS = {"clip_length": 4, "stride": 2}
+
+
+@pytest.fixture(scope="module")
+def h264(tmp_path_factory) -> Path:
+    """4 H.264 MP4 clips of 64x48, 24-40 frames, in 2 classes."""
+    return small_video_folder(tmp_path_factory.mktemp("h264") / "v", n_videos=4, n_classes=2,
+                              frames=(24, 40, 31), size=(64, 48), codec="libx264")
+
+
+def test_video_peers_are_rows_and_unknown_names_are_refused():
+    lines: list[str] = []
+    rows = peer_rows("video", "all", lines.append)
+    assert "pyav" in rows  # PyAV is a dependency
+    assert sorted(rows + [line.split()[1] for line in lines]) == sorted(VIDEO_PEERS)
+    assert unavailable("ffcv").startswith("unknown video peer 'ffcv'")
+    with pytest.raises(SystemExit, match="unknown ffcv for --modality video; expected "
+                                         "'all' or some of torchcodec, pyav"):
+        peer_rows("video", "pyav,ffcv", lines.append)
+    with pytest.raises(ValueError, match="video peers take only .* not pad"):
+        video_peer_loader("pyav", ".", batch_size=2, options={"pad": "variable"})
+
+
+@pytest.mark.parametrize("peer", VIDEO_PEERS)
+def test_peer_batches_hold_the_frames_of_our_plan(h264, peer):
+    if unavailable(peer):
+        pytest.skip(unavailable(peer))
+    loader = video_peer_loader(peer, h264, batch_size=3, size=16, num_workers=0,
+                               options={**CLIPS, "decode_threads": 1})
+    source = VideoFolderSource(h264, **CLIPS)
+    for epoch in range(2):  # each pass over the loader is the plan's next epoch
+        batch = next(iter(loader))
+        assert batch["frames"].shape == (3, 4, 3, 16, 16)
+        assert batch["frames"].dtype.is_floating_point and batch["frames"].std() > 0.1
+        for row, index in enumerate(batch["index"].tolist()):
+            frames = source.clip_frames(0, epoch, index, train=True)
+            np.testing.assert_allclose(batch["timestamps"][row].numpy(),
+                                       source.timestamps(index, frames), atol=1e-6)
+            assert batch["label"][row] == source.labels[index]
+
+
+def test_compare_runs_the_video_peers(h264, tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "compare.py"), "--modality", "video",
+         "--data", str(h264), "--backends", "pyav", "--peers", "pyav,torchcodec",
+         "--options", json.dumps(CLIPS), "--batch-size", "2", "--steps", "2",
+         "--warmup", "1", "--size", "16", "--device", "cpu", "--repeats", "1",
+         "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["settings"]["options"] == CLIPS
+    results = {r["backend"]: r for r in report["results"]}
+    expected = {"pyav"} | ({"torchcodec"} if unavailable("torchcodec") is None else set())
+    assert set(results) == expected
+    for row in results.values():
+        assert row["samples"] == 4 and row["cpu_ms_per_sample"] > 0
+        assert row["samples_per_s"] > 0 and row["peak_rss_mb"] > 0
+    if "torchcodec" not in results:
+        assert proc.stderr.count("skipped: torchcodec") == 1
+
+
+def test_compare_refuses_bad_options():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "compare.py"), "--modality", "video",
+         "--options", "[16]"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--options: a JSON object is needed" in proc.stderr
