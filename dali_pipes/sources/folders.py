@@ -265,11 +265,6 @@ def _list_class(folder: str, label: tuple[int, int], extensions: frozenset[str] 
         found.add_folder(*label, top, names, stats)
 
 
-__all__ = ["ClassFolderListing", "FoundSamples", "PathLike", "has_extension", "is_hidden",
-           "is_sample", "list_class_folders", "listing_digest", "no_class_folders",
-           "no_samples"]
-
-
 def names_in(data, depth: int = 0) -> list[str]:
     """The file names in the (first) folder of `data` (depth 0) or in its subfolders
     (depth 1): what telling one kind of data set from another looks at. [] when it is not a
@@ -283,3 +278,9 @@ def names_in(data, depth: int = 0) -> list[str]:
                 for n in os.listdir(os.path.join(first, d))]
     except (OSError, TypeError):
         return []
+
+
+__all__ = ["ClassFolderListing", "FoundSamples", "PathLike", "has_extension", "is_hidden",
+           "is_sample", "list_class_folders", "listing_digest", "names_in",
+           "no_class_folders", "no_samples"]
+
