@@ -192,10 +192,10 @@ class ArraysSource(Source):
         return None
 
 
-__all__ = ["ARRAYS", "ARRAYS_INPUTS", "ARRAYS_SCHEMA", "EXTENSIONS", "ArraysSource",
-           "STREAM_WINDOW", "check_length", "window_starts"]
-
-
 def holds_arrays(data) -> bool:
     """Whether the class folders of `data` hold `.npy` files."""
     return any(n.endswith(".npy") for n in names_in(data, 1))
+
+
+__all__ = ["ARRAYS", "ARRAYS_INPUTS", "ARRAYS_SCHEMA", "ArraysSource", "EXTENSIONS",
+           "STREAM_WINDOW", "check_length", "holds_arrays", "window_starts"]

@@ -99,7 +99,7 @@ class DetectionSource(AnnotatedImages):
     category names in label order; `category_ids`: the COCO id of each label.
     """
 
-    def __init__(self, data, *, annotations="instances.json", crowd: str = "drop",
+    def __init__(self, data, *, annotations=DEFAULT_ANNOTATIONS, crowd: str = "drop",
                  max_pixels: int | None = DEFAULT_MAX_PIXELS, store: FsspecStore | None = None):
         if crowd not in ("drop", "keep"):
             raise ValueError(f"crowd must be 'drop' or 'keep', got {crowd!r}")
@@ -231,9 +231,10 @@ class DetectionSource(AnnotatedImages):
         return data, (h, w)
 
 
-__all__ = ["CocoDataset", "DetectionSource", "annotation_path"]
-
-
 def holds_coco(data) -> bool:
     """Whether the folder `data` holds the detection loader's default annotation file."""
     return DEFAULT_ANNOTATIONS in names_in(data)
+
+
+__all__ = ["CocoDataset", "DEFAULT_ANNOTATIONS", "DetectionSource", "annotation_path",
+           "holds_coco"]

@@ -21,6 +21,7 @@ from dali_pipes.formats.coco import decode_masks
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.pipelines import detection as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
+from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
 from dali_pipes.sources.detection_shards import detection_source
 from dali_pipes.stores.options import StoreOptions
 from dali_pipes.stores.select import remote_store
@@ -56,7 +57,7 @@ class DetectionModality(SourceModality):
 
     name = "detection"
 
-    def __init__(self, data, *, seed: int, annotations: str = "instances.json", size=512,
+    def __init__(self, data, *, seed: int, annotations: str = DEFAULT_ANNOTATIONS, size=512,
                  train: bool = True, fit: str = "longer", max_size: int | None = None,
                  pad_to_multiple: int | None = None, scale=(0.08, 1.0),
                  ratio=(3 / 4, 4 / 3), min_iou: float | None = None, crop_attempts: int = 10,

@@ -56,8 +56,8 @@ def detect_modality(data) -> str:
     files, a COCO file, IMU streams, .npy files, clips or frame folders); the one without a
     test (images) when none does."""
     specs = registry.REGISTRY.values()
-    claimed = [spec.name for spec in specs if spec.claims(data)]
-    return claimed[0] if claimed else next(s.name for s in specs if s.holds is None)
+    fallback = next(spec.name for spec in specs if spec.holds is None)
+    return next((spec.name for spec in specs if spec.claims(data)), fallback)
 
 
 def _strict_decode(data, path: str) -> None:
