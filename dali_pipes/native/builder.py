@@ -154,15 +154,20 @@ def _cached(lib: Path, name: str) -> bool:
     return False
 
 
+def _fallback(key: str) -> Path:
+    """Where the library of `key` goes when the cache cannot be written."""
+    return Path(tempfile.gettempdir()) / f"dali-pipes-native-{os.getuid()}" / key
+
+
 def _folder(key: str) -> Path:
     """The cache folder of `key`, created; where the cache cannot be written (a read-only
-    home, say), this user's temporary folder instead."""
+    home, say), this user's temporary folder instead (`_fallback`)."""
     folder = cache_dir() / key
     try:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
     except OSError as e:
-        alt = Path(tempfile.gettempdir()) / f"dali-pipes-native-{os.getuid()}" / key
+        alt = _fallback(key)
         print(f"dali_pipes: cannot write {cache_dir()} ({e.strerror}); building in {alt}",
               file=sys.stderr)
         alt.mkdir(parents=True, exist_ok=True)
@@ -189,9 +194,16 @@ def _plan(name: str) -> tuple[Path, list[str], float]:
 
 
 def is_cached(name: str) -> bool:
-    """Whether `build(name)` would find a verified library in the cache (no compiling);
-    RuntimeError saying why it cannot be built here."""
-    return verified(_plan(name)[0])
+    """Whether `build(name)` would find a verified library, in the cache or in the folder
+    it falls back to (no compiling); RuntimeError saying why it cannot be built here."""
+    lib = _plan(name)[0]
+    if verified(lib):
+        return True
+    try:  # as `_folder`: the fallback is used only when the cache cannot be written
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        return False
+    except OSError:
+        return verified(_fallback(lib.parent.name) / lib.name)
 
 
 def build(name: str, rebuild: bool = False, *, announce: bool = True) -> str:

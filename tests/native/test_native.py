@@ -157,10 +157,16 @@ def test_an_unwritable_cache_builds_in_the_temporary_folder(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
     (tmp_path / "tmp").mkdir()
-    path, why, err = _probe({"DALI_PIPES_CACHE": str(blocker / "cache"),
-                             "TMPDIR": str(tmp_path / "tmp")})
+    env = {**os.environ, "DALI_PIPES_CACHE": str(blocker / "cache"),
+           "TMPDIR": str(tmp_path / "tmp")}
+    path, why, err = _probe(env)
     assert why is None and path, err
     assert Path(path).is_relative_to(tmp_path / "tmp") and "cannot write" in err
+    # the prebuild step sees it there too (so it does not announce a build)
+    cached = subprocess.run([sys.executable, "-c", "from dali_pipes.native.builder import "
+                             "is_cached; print(is_cached('policy_op'))"],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert cached.stdout.strip() == "True", cached.stderr
 
 
 def test_turned_off_falls_back_and_says_so(tmp_path):
