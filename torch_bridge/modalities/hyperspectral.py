@@ -70,8 +70,8 @@ class HyperspectralModality(SourceModality):
     def feeds(self, epoch: int, indices: np.ndarray, guard: SampleGuard, keys=None
               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Read a batch's patches (bad ones go to the guard); parameters, vectorised."""
-        patches, kept = guard.read_batch(epoch, indices, self.path, self.source.read_patch)
-        kept_arr = np.asarray(indices, np.int64)[kept]
+        patches, kept_arr, kept_keys = self._read_files(guard, epoch, indices,
+                                                        self.source.read_patch, keys)
         if not patches:
             return {}, kept_arr
         feeds = {"cube": np.stack(patches)}  # one dense (B, n_bands, P, P) array
@@ -79,8 +79,7 @@ class HyperspectralModality(SourceModality):
             scenes = self.source.scene_ids[kept_arr]
             feeds["mean"], feeds["std"] = self.mean[scenes], self.std[scenes]
         if self.train:
-            flip_h, flip_v, k = patch_augment(self.seed, epoch, aug_keys(indices, keys)[kept],
-                                              train=True)
+            flip_h, flip_v, k = patch_augment(self.seed, epoch, kept_keys, train=True)
             feeds.update(flip_h=flip_h, flip_v=flip_v, k=k)
         return feeds, kept_arr
 
