@@ -34,14 +34,22 @@ _MODULES = {"ffcv": "ffcv.loader", "spdl": "spdl.io", "torchcodec": "torchcodec.
             "pyav": "av", "decode-ceiling": "PIL.Image"}
 
 
-def unavailable(peer: str) -> str | None:
-    """None when `peer` can run here, else one line saying why not."""
+def not_installed(peer: str, module: str) -> str | None:
+    """None when `module` imports, else one line saying `peer` is not installed."""
     try:
-        importlib.import_module(_MODULES[peer])
-    except KeyError:
-        return f"unknown peer {peer!r}; expected one of {', '.join(PEERS)}"
+        importlib.import_module(module)
     except Exception as exc:  # ImportError, or a native library that does not load
         return f"{peer} not installed ({type(exc).__name__}: {str(exc)[:120]})"
+    return None
+
+
+def unavailable(peer: str) -> str | None:
+    """None when `peer` can run here, else one line saying why not."""
+    if peer not in _MODULES:
+        return f"unknown peer {peer!r}; expected one of {', '.join(PEERS)}"
+    why = not_installed(peer, _MODULES[peer])
+    if why is not None:
+        return why
     if peer == "spdl":  # the wheel loads FFmpeg's shared libraries on first use
         try:
             import spdl.io

@@ -24,13 +24,13 @@ ours, any other is refused. A peer that is not installed is skipped with one lin
 """
 from __future__ import annotations
 
-import importlib
 from fractions import Fraction
 
 import numpy as np
 import torch
 
 from bench.baselines import _DictBatches
+from bench.peers import not_installed
 
 VIDEO_PEERS = ("torchcodec", "pyav")
 _MODULES = {"torchcodec": "torchcodec.decoders", "pyav": "av"}
@@ -40,13 +40,9 @@ OURS_ONLY = ("scaled_decode", "decode_threads")  # how ours decodes; peers have 
 
 def unavailable(peer: str) -> str | None:
     """None when `peer` can run here, else one line saying why not."""
-    try:
-        importlib.import_module(_MODULES[peer])
-    except KeyError:
+    if peer not in _MODULES:
         return f"unknown video peer {peer!r}; expected one of {', '.join(VIDEO_PEERS)}"
-    except Exception as exc:  # ImportError, or FFmpeg's shared libraries that do not load
-        return f"{peer} not installed ({type(exc).__name__}: {str(exc)[:120]})"
-    return None
+    return not_installed(peer, _MODULES[peer])  # FFmpeg's libraries load at import
 
 
 def decode_torchcodec(path: str, frames: np.ndarray, size: tuple[int, int]

@@ -221,13 +221,20 @@ def markdown_table(cases: dict) -> str:
 
 
 def environment() -> dict:
-    import nvidia.dali
-    import torch
+    """compare.py's environment record (CPU), with the date, the machine and torchvision."""
     import torchvision
-    return {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
-            "platform": platform.platform(), "machine": platform.machine(),
-            "cpu_count": __import__("os").cpu_count(), "dali": nvidia.dali.__version__,
-            "torch": torch.__version__, "torchvision": torchvision.__version__}
+
+    from bench.compare import environment as compare_environment
+    return {"date": time.strftime("%Y-%m-%d"), **compare_environment("cpu"),
+            "machine": platform.machine(), "torchvision": torchvision.__version__}
+
+
+def photo_folder() -> Path:
+    """The studies' default images: 64 photo-like JPEGs of 500x375 and 375x500 in 4 classes,
+    in a new temporary folder."""
+    from dali_pipes.testing.tiny_data import write_image_folder
+    return write_image_folder(Path(tempfile.mkdtemp()) / "images", n_images=64, n_classes=4,
+                              sizes=((375, 500), (500, 375)))
 
 
 def main(argv=None) -> int:
@@ -244,11 +251,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path, help="write the figures here")
     p.add_argument("--markdown", type=Path, help="write the markdown table here")
     args = p.parse_args(argv)
-    data = args.data
-    if data is None:
-        from dali_pipes.testing.tiny_data import write_image_folder
-        data = write_image_folder(Path(tempfile.mkdtemp()) / "images", n_images=64,
-                                  n_classes=4, sizes=((375, 500), (500, 375)))
+    data = args.data or photo_folder()
     print(f"{'operation':30s} {'mean':>7s} {'p99':>6s} {'max':>6s} {'differ':>8s}")
     cases = study(data, images=args.images, size=args.size, policy=not args.no_policy,
                   graphs=tuple(args.graphs.split(",")),

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 if __package__ in (None, ""):  # run as a script: the repository root, for `bench.*`
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.studies.agreement import photo_folder  # noqa: E402
 
 OPERATIONS = {
     "plain (crop + resize + flip)": {},
@@ -54,11 +55,7 @@ def main(argv=None) -> None:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--batches", type=int, default=4)
     args = parser.parse_args(argv)
-    data = args.data
-    if data is None:
-        from dali_pipes.testing.tiny_data import write_image_folder
-        data = write_image_folder(Path(tempfile.mkdtemp()) / "images", n_images=64,
-                                  n_classes=4, sizes=((375, 500), (500, 375)))
+    data = args.data or photo_folder()
     print(f"{'operation':32s} {'mean':>6s} {'p99':>6s}  (|dali - torch|, uint8 levels)")
     for name, options in OPERATIONS.items():
         mean, p99 = agreement(data, options, size=args.size, batches=args.batches)
