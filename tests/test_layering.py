@@ -56,16 +56,21 @@ def test_the_check_sees_an_import_of_torch():
     assert _imported(["dali_pipes.recipes.augment", "torch_bridge.engines._collate"]) == [TORCH]
 
 
-def _imports_of(path: Path) -> set[str]:
-    """Every module a source file imports, at any depth of its code (function bodies too)."""
-    import ast
-    found: set[str] = set()
+def _import_statements(path: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """(module, names taken from it) of every absolute import of a source file, at any depth
+    of its code (function bodies too); `import m` gives (m, ())."""
+    found: list[tuple[str, tuple[str, ...]]] = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            found += [(alias.name, ()) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module)
+            found.append((node.module, tuple(alias.name for alias in node.names)))
     return found
+
+
+def _imports_of(path: Path) -> set[str]:
+    """Every module a source file imports, at any depth of its code (function bodies too)."""
+    return {module for module, _ in _import_statements(path)}
 
 
 def test_library_never_imports_bench():
@@ -81,7 +86,6 @@ def test_library_never_imports_bench():
 def _modality_lists(path: Path, names: set[str]) -> list[int]:
     """Lines of `path` holding a literal collection (tuple, list, set, dict keys, Literal)
     that names three or more modalities: a per-modality list beside the registry."""
-    import ast
     lines = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         items = (node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set))
@@ -118,12 +122,9 @@ def _import_graph(packages: tuple[str, ...] = ("dali_pipes", "torch_bridge")) ->
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
         edges = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                edges.update(a.name for a in node.names if a.name in paths)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                subs = {f"{node.module}.{a.name}" for a in node.names} & paths.keys()
-                edges.update(subs or ({node.module} & paths.keys()))
+        for module, names in _import_statements(path):
+            subs = {f"{module}.{n}" for n in names} & paths.keys()
+            edges.update(subs or ({module} & paths.keys()))
         graph[name] = edges - {name}
     return graph
 
