@@ -7,11 +7,13 @@ class's constructor), the built-in sample data set `bench/compare.py` makes and 
 set tests write. `make_loader`, `bench/compare.py`, `bench/run_one.py`,
 `bench/diagnosis/loop.py` and the test fixtures all read it.
 
-Classes and writers are named as "module:attribute" and imported on first use, so reading
-the registry (e.g. for command-line choices) imports neither DALI nor the modalities.
+Classes, writers and a modality's own batch schema are named as "module:attribute" and
+imported on first use, so reading the registry (e.g. for command-line choices) imports
+neither DALI nor the modalities.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
@@ -69,7 +71,9 @@ class ModalitySpec:
 
     name: str
     kinds: tuple[Kind, ...]
-    batch_schema: schema.BatchSchema  # the batch's fields and the graph's outputs
+    # the batch's fields and the graph's outputs: a BatchSchema, or "module:attribute" naming
+    # a modality's own (imported on first use, as the classes are)
+    schema_of: schema.BatchSchema | str
     sample: str  # "module:function" making the built-in sample data set (cached)
     sample_note: str  # what the progress bar says while it makes it (<= 38 characters)
     # the rows `bench/compare.py` runs by default ("dali:<preset>": another decode preset)
@@ -77,6 +81,11 @@ class ModalitySpec:
     # "module:function(data) -> bool": whether a local folder holds this modality's data
     # (the check tool's guess without --modality); None: the fallback when none claims it
     holds: str | None = None
+
+    @functools.cached_property
+    def batch_schema(self) -> schema.BatchSchema:
+        """The batch's fields and the graph's outputs (`schema_of`, resolved)."""
+        return _resolve(self.schema_of) if isinstance(self.schema_of, str) else self.schema_of
 
     def claims(self, data) -> bool:
         """Whether `holds` says the local folder `data` is this modality's data."""
@@ -175,7 +184,7 @@ REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
     ModalitySpec("arrays", (
         Kind("arrays", "torch_bridge.modalities.arrays:ArraysModality",
              "dali_pipes.testing.sample_arrays:tiny", dict(batch_size=4, length=8)),),
-        _resolve("dali_pipes.sources.arrays:ARRAYS_SCHEMA"),
+        "dali_pipes.sources.arrays:ARRAYS_SCHEMA",
         "dali_pipes.testing.sample_arrays:arrays_dataset",
         "writing sample .npy series",
         holds="dali_pipes.sources.arrays:holds_arrays"),

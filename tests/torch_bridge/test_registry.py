@@ -92,6 +92,16 @@ def test_bench_choices_and_sample_makers_come_from_the_registry():
         assert len(spec.sample_note) <= 38  # its progress line fits 80 columns
 
 
+def test_reading_the_registry_imports_no_source_until_a_schema_is_asked_for():
+    code = ("import sys; from torch_bridge import registry; registry.names(); "
+            "before = sorted(m for m in sys.modules if m.startswith('dali_pipes.sources')); "
+            "registry.get('arrays').batch_schema; "
+            "print(before, 'dali_pipes.sources.arrays' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "[] True"
+
+
 def test_reading_the_registry_imports_neither_torch_nor_dali():
     code = ("import sys; from torch_bridge import registry; registry.names(); "
             "print(sorted(m for m in ('torch', 'nvidia.dali') if m in sys.modules))")
