@@ -24,6 +24,7 @@ from dali_pipes.sources.image import class_folder_objects, remote_roots
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
 from dali_pipes.sources.shard_walk import WALK_CHUNK
 from dali_pipes.sources.store_file import ObjectBytes
+from dali_pipes.sources.video import VIDEO_EXTENSIONS
 from dali_pipes.sources.video_frames import FrameFolderSource, is_frame_folder_tree
 from dali_pipes.stores.options import StoreOptions
 from dali_pipes.stores.select import open_store, remote_store
@@ -91,7 +92,6 @@ def holds_video(data) -> bool:
     streams beside them (those are fusion data)."""
     if is_frame_folder_tree(data):
         return True
-    from dali_pipes.sources.video import VIDEO_EXTENSIONS
     inside = names_in(data, 1)
     return (not any(n.endswith(".imu.csv") for n in inside)
             and any(os.path.splitext(n)[1].lower() in VIDEO_EXTENSIONS for n in inside))
