@@ -145,7 +145,7 @@ _COMMON = {"image": "normalized RGB crops", "frames": "normalized RGB frames of 
            "source_id": "which folder of a list of folders the sample came from"}
 
 
-def _field_comments(path: Path = REPO / "dali_pipes" / "schema.py") -> dict[str, dict[str, str]]:
+def _field_comments(path: Path) -> dict[str, dict[str, str]]:
     """Declaration name (IMAGE, VIDEO, ...) -> field -> the comment on its line in `path`
     (dali_pipes/schema.py, or the module declaring a modality's own schema)."""
     text = path.read_text()
@@ -155,15 +155,12 @@ def _field_comments(path: Path = REPO / "dali_pipes" / "schema.py") -> dict[str,
     return out
 
 
-def _schema_module(schema) -> Path | None:
-    """The source file of the loaded module (other than dali_pipes.schema) that declares
-    `schema`, a modality's own BatchSchema; None when dali_pipes.schema declares it."""
-    for module in list(sys.modules.values()):
-        if getattr(module, "__name__", "").startswith("dali_pipes.") and \
-                module.__name__ != "dali_pipes.schema" and module.__file__ and \
-                any(value is schema for value in vars(module).values()):
-            return Path(module.__file__)
-    return None
+def _schema_file(spec) -> Path:
+    """The source file declaring `spec`'s batch schema: the module the registry names for a
+    modality's own ("module:attribute"), else dali_pipes/schema.py."""
+    if isinstance(spec.schema_of, str):
+        return REPO / Path(*spec.schema_of.partition(":")[0].split(".")).with_suffix(".py")
+    return REPO / "dali_pipes" / "schema.py"
 
 
 def _note(comments: dict[str, dict[str, str]], modality: str, name: str) -> str:
@@ -188,8 +185,7 @@ def render_schema() -> str:
              "crops)` (video, fusion; docs/video_crops.md). Pixels are normalized RGB: "
              "(x - mean) / std with ImageNet's mean and std."]
     for modality, spec in registry.REGISTRY.items():
-        own = _schema_module(spec.batch_schema)
-        comments = _field_comments(own) if own else _field_comments()
+        comments = _field_comments(_schema_file(spec))
         clips = spec.batch_schema.clips
         fields = spec.schema(multi_source=True, variable=clips, views=clips)
         parts += ["", f"## `{modality}`", "", "| field | dtype | layout | note |",
