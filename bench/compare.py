@@ -90,7 +90,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=_Help)
     p.add_argument("--modality", choices=registry.names(), default="image",
                    help="the kind of data")
-    p.add_argument("--data", help="your data folder (default: built-in sample data)")
+    p.add_argument("--data", type=_existing_path,
+                   help="your data folder (default: built-in sample data)")
     p.add_argument("--sample", choices=["default", "large"], default="default",
                    help="built-in image set when there is no --data: default (640 JPEGs of "
                    "500x375) or large (48 photos of 3000-6000 px, baseline and progressive)")
@@ -129,6 +130,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "dali and torch rows, as a JSON object, e.g. '{\"clip_length\": 16}' "
                    "(video peers: clip_length, stride, train)")
     return p.parse_args(argv)
+
+
+def _existing_path(text: str) -> str:
+    """--data: `text` when it is a URL or something is there (argparse names the option
+    otherwise), so a typo fails at once, not after the native operators are built and a row
+    has started."""
+    if "://" not in text and not Path(text).exists():
+        raise argparse.ArgumentTypeError(f"{text}: does not exist")
+    return text
 
 
 def _json_object(text: str) -> str:

@@ -1,7 +1,9 @@
-"""compare.py on a folder with a bad file: --on-error skip, a one-line cause for a failing
-row, progress lines off a terminal, an 80-column table and a PNG with content."""
+"""compare.py on a first run with a bad file: the native operators built before any round,
+--on-error skip, a one-line cause for a failing row, interleaved rounds, progress lines off a
+terminal, an 80-column table and a PNG with content."""
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ from tests.conftest import write_image_folder
 from torch_bridge import registry
 
 ROOT = Path(__file__).resolve().parents[2]
+_FAILING_CXX = "#!/bin/sh\necho 'fatal error: nothing here' >&2\nexit 1\n"
 
 
 def test_last_error_line_names_the_exception_not_a_traceback():
@@ -55,26 +58,48 @@ def test_default_image_table_fits_80_columns(device, on_error):
     assert report["ratios"]["dali/torch"] == pytest.approx(0.5)  # CONTRACT.md's, kept
 
 
-def test_compare_skips_bad_files_and_reports_a_failing_row(tmp_path):
+def test_a_first_run_with_a_bad_file_two_rounds_and_a_failing_row(tmp_path):
+    """One run (each row is a process importing torch), four subjects: the native operators
+    are built in the parent, behind one line, before the first round (a fresh cache and a
+    compiler that fails: quick, and visible); a truncated file is skipped by our loader and
+    fails the classic row with a one-line cause; two interleaved rounds give medians with
+    their spread; every line fits 80 columns and the plot has content."""
     data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
     bad = sorted(data.glob("*/*.jpg"))[0]
     bad.write_bytes(bad.read_bytes()[:300])  # a truncated JPEG
+    cxx = tmp_path / "cxx"
+    cxx.write_text(_FAILING_CXX)
+    cxx.chmod(0o755)
+    env = {**os.environ, "DALI_PIPES_CACHE": str(tmp_path / "cache"),
+           "DALI_PIPES_CXX": str(cxx)}
     out = tmp_path / "r.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "compare.py"), "--data", str(data),
          "--batch-size", "8", "--steps", "2", "--warmup", "0", "--size", "32",
-         "--device", "cpu", "--backends", "dali,classic", "--repeats", "1",
+         "--device", "cpu", "--backends", "dali,classic", "--repeats", "2",
          "--on-error", "skip", "--json", str(out), "--plot", str(tmp_path / "p.png")],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 1, proc.stderr[-2000:]  # a row failed: the exit code says so
     report = json.loads(out.read_text())
+    err = proc.stderr.splitlines()
+    building = next(i for i, x in enumerate(err) if x.startswith("building native operators"))
+    first_round = err.index("dali (round 1 of 2)")
+    assert building < first_round
+    assert any(x.startswith("native operator policy_op unavailable") for x in err[:first_round])
     dali, classic = report["results"]
     assert dali["skipped"] == 1 and dali["samples_per_s"] > 0  # the one truncated file
     assert classic["error"].startswith("OSError") and "\n" not in classic["error"]
     assert "Traceback" not in proc.stderr
     assert f"classic failed: {classic['error']}" in proc.stderr
-    assert any(x.startswith("measuring: 2/4 (50%)") for x in proc.stderr.splitlines())
-    assert max(len(x) for x in proc.stdout.splitlines()) <= 80, proc.stdout
+    assert "classic (round 2 of 2)" not in err  # a failed row is left out of later rounds
+    assert any(x.startswith("measuring: 2/8 (25%)") for x in err)
+    assert report["settings"]["repeats"] == 2 and dali["repeats"] == 2
+    low, high = dali["samples_per_s_range"]
+    assert low <= dali["samples_per_s"] <= high and dali["cpu_ms_per_sample"] > 0
+    assert set(report["load"]) == {"cores", "load1_max", "load1_median", "busy"}
+    assert ("busy during the run" in proc.stderr) == report["load"]["busy"]
+    lines = proc.stdout.splitlines() + err
+    assert all(len(x) <= 80 for x in lines), [x for x in lines if len(x) > 80]
     assert "skip" in proc.stdout and "failed" in proc.stdout
     assert_plot_has_content(tmp_path / "p.png")
 
