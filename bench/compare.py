@@ -1,6 +1,6 @@
 """A/B benchmark: our DALI loader against the plain PyTorch path, side by side, in one run.
 
-    python bench/compare.py [--modality image] [--data PATH | --sample default|large]
+    python bench/compare.py [--modality image] [--data PATH | --sample default|large|real]
                             [--batch-size N] [--steps N]
                             [--device cpu|cuda|auto] [--json PATH] [--plot PATH.png]
                             [--backends dali,torch,dali:throughput,...] [--repeats N]
@@ -92,9 +92,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="the kind of data")
     p.add_argument("--data", type=_existing_path,
                    help="your data folder (default: built-in sample data)")
-    p.add_argument("--sample", choices=["default", "large"], default="default",
+    p.add_argument("--sample", choices=["default", "large", "real"], default="default",
                    help="built-in image set when there is no --data: default (640 JPEGs of "
-                   "500x375) or large (48 photos of 3000-6000 px, baseline and progressive)")
+                   "500x375), large (48 photos of 3000-6000 px, baseline and progressive) "
+                   "or real (512 crops of real photos, 200-640 px; needs scikit-image)")
     p.add_argument("--batch-size", type=int, default=64, help="samples per batch")
     p.add_argument("--steps", type=int, default=30, help="timed steps per backend")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before timing")
@@ -224,6 +225,11 @@ def sample_data(modality: str, sample: str = "default") -> Path:
             raise SystemExit(f"--sample large: only for --modality image, not {modality}")
         from dali_pipes.testing.sample_data import large_photo_dataset
         make, description = large_photo_dataset, "writing large sample photos (first run)"
+    if sample == "real":
+        if modality != "image":
+            raise SystemExit(f"--sample real: only for --modality image, not {modality}")
+        from dali_pipes.testing.sample_real import real_photo_crops
+        make, description = real_photo_crops, "writing crops of real photos (first run)"
     with progress_bar(None, description, unit="files", transient=True) as bar:
         return make(progress=lambda done, total: bar.update(done, total=total))
 

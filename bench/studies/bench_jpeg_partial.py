@@ -1,11 +1,12 @@
 """The image graph with the JPEG crop decoder (DpDecodeCropResize) against DALI's decoder,
 side by side, and the decode-only ceiling; then the pixel agreement with the torch path.
 
-    python bench/studies/bench_jpeg_partial.py [--images 96] [--rounds 3] [--large]
+    python bench/studies/bench_jpeg_partial.py [--images 96] [--rounds 3] [--large] [--real]
 
 Sets: the built-in 500x375 images (dali_pipes/testing/sample_data.py) and "ImageNet-like"
 photo-like images of random sizes 200-640 px (quality 90, 4:2:0, written to a temporary
-folder); with --large also the large-photo set (3000-6000 px). Each image gets its
+folder); with --large also the large-photo set (3000-6000 px), with --real the crops of
+real photos (200-640 px, dali_pipes/testing/sample_real.py). Each image gets its
 random-resized-crop window of epoch 0 (dali_pipes.recipes.augment) and the default recipe's
 output (224x224, normalized float32). CPU ms per image (process time, DALI with one
 thread, batches of 16), medians over interleaved rounds:
@@ -213,6 +214,8 @@ def main() -> None:
     p.add_argument("--images", type=int, default=96)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--large", action="store_true", help="also the large-photo set")
+    p.add_argument("--real", action="store_true", help="also the crops of real photos "
+                   "(dali_pipes/testing/sample_real.py; needs scikit-image)")
     args = p.parse_args()
     from dali_pipes import native
     from dali_pipes.testing.sample_data import image_dataset, large_photo_dataset
@@ -223,6 +226,9 @@ def main() -> None:
                 "ImageNet-like 200-640 px": imagenet_like(Path(tmp), args.images)}
         if args.large:
             sets["large 3000-6000 px"] = files_of(large_photo_dataset(), 48)
+        if args.real:
+            from dali_pipes.testing.sample_real import real_photo_crops
+            sets["real crops 200-640 px"] = files_of(real_photo_crops(), args.images)
         for name, files in sets.items():
             windows = windows_of(files)
             row = {"set": name, "images": len(files), "cpu_ms": speed(
