@@ -31,6 +31,7 @@ def _memory(proc) -> dict:
 def workers_memory(data: str, *, batches: int, workers: int, size: int) -> dict:
     """Per-worker RSS/USS after the first batch and after `batches` more (MB)."""
     import psutil
+
     # imported before the listing is measured, as shard_listing_scale's probe does
     import torch  # noqa: F401
     import torchvision.transforms.v2  # noqa: F401
