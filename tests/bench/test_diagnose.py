@@ -129,29 +129,24 @@ def test_disk_sampler_on_tmpfs_is_not_measurable_rather_than_idle():
     assert "tmpfs" in disk.note and "no block device" in disk.note
 
 
-def _diagnose(data: Path, tmp_path: Path, *extra, backend: str = "dali", capsys=None) -> dict:
-    """diagnose.py's report: run as a script, or with `capsys` its main() in this process
-    (which has imported torch already; the loader, its workers and the probes are the same)."""
+def _diagnose(data: Path, tmp_path: Path, *extra, capsys, backend: str = "dali") -> dict:
+    """diagnose.py's main() in this process (which has imported torch already; the loader,
+    its workers and the probes are those of a run of the script, which
+    test_bad_data_folder_is_reported starts as a process of its own): its report."""
+    from bench.diagnose import main
     out = tmp_path / "dx.json"
-    argv = ["--data", str(data), "--device", "cpu", "--backend", backend, "--batch-size", "8",
-            "--json", str(out), *extra]
-    if capsys is None:
-        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "diagnose.py"), *argv],
-                              capture_output=True, text=True, timeout=120)
-        code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
-    else:
-        from bench.diagnose import main
-        code = main(argv)
-        stdout, stderr = capsys.readouterr()
+    code = main(["--data", str(data), "--device", "cpu", "--backend", backend, "--batch-size",
+                 "8", "--json", str(out), *extra])
+    stdout, stderr = capsys.readouterr()
     assert code == 0, stderr[-2000:]
     assert "bottleneck:" in stdout and "next:" in stdout
     return {**json.loads(out.read_text()), "stdout": stdout}
 
 
-def test_end_to_end_compute_bound(tmp_path):
+def test_end_to_end_compute_bound(tmp_path, capsys):
     data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
     report = _diagnose(data, tmp_path, "--size", "32", "--compute-ms", "200",
-                       "--steps", "6", "--warmup", "2")
+                       "--steps", "6", "--warmup", "2", capsys=capsys)
     assert report["diagnosis"]["bottleneck"] == "compute", report["diagnosis"]
     ev = report["evidence"]
     assert ev["wait_fraction"] < 0.10 and ev["compute_ms_p50"] >= 190
