@@ -178,13 +178,15 @@ def _endless(ld):
 
 def compare_cuda(ctx: Ctx) -> dict:
     """`bench/compare.py --device cuda` on images at batch 256 while NVML samples the JPEG
-    engine (NVJPG); its mean utilisation must be above 0 where the GPU has one."""
+    engine (NVJPG); its mean utilisation must be above 0 where the GPU has one. The dry
+    run measures the DALI row alone (the torch row adds a process, not a path here)."""
     from bench.diagnosis.probes import EngineSampler
     device = "cuda" if ctx.gpu else "cpu"
     out_json = ctx.work / "compare.json"
     cmd = [sys.executable, "bench/compare.py", "--modality", "image", "--data",
            str(big_images(ctx)), "--device", device, "--batch-size", str(ctx.big_batch),
-           "--steps", str(ctx.steps), "--warmup", "2", "--backends", "dali,torch",
+           "--steps", str(ctx.steps), "--warmup", "2",
+           "--backends", "dali,torch" if ctx.gpu else "dali",
            "--repeats", str(ctx.repeats), "--json", str(out_json)]
     with EngineSampler(torch.cuda.current_device() if ctx.gpu else None) as engines:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=ctx.timeout(240),

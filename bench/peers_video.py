@@ -13,8 +13,9 @@ would pick instead of ours, each in a torch DataLoader with 2 workers and our ou
 Every row decodes the same frames: the sampler runs our plan in the main process (listing,
 clip starts and frame indices from `VideoFolderSource.clip_frames`, i.e. the pure functions
 of `dali_pipes.clips`, and the whole-clip flips of `dali_pipes.recipes.augment.flips`) and
-hands each worker (index, frame indices, flip); the videos are probed once when the loader
-is made, before any timing. Workers return uint8 (T, 3, size, size) clips; the batch is
+hands each worker (index, frame indices, flip); the videos are probed (and the decoder's
+module imported, for the workers to inherit) once when the loader is made, before any
+timing. Workers return uint8 (T, 3, size, size) clips; the batch is
 normalized on the target device as ours is: dict batches with "frames" float32
 (B, T, 3, size, size), "timestamps" float64 (B, T) (seconds as each decoder reports them),
 "label" and "index" (`dali_pipes.schema.VIDEO`). Only squashed `size` clips with
@@ -24,6 +25,7 @@ ours, any other is refused. A peer that is not installed is skipped with one lin
 """
 from __future__ import annotations
 
+import importlib
 from fractions import Fraction
 
 import numpy as np
@@ -147,6 +149,9 @@ def video_peer_loader(peer: str, root, *, batch_size: int, size: int = 224,
         raise ValueError(f"unknown video peer {peer!r}; expected one of "
                          f"{', '.join(VIDEO_PEERS)}")
     shared = _check_options(options or {})
+    # imported here, before the workers fork, so that they inherit it: torchcodec's import
+    # (torch._dynamo) costs seconds of CPU that each worker would otherwise pay again
+    importlib.import_module(_MODULES[peer])
     source = VideoFolderSource(root, clip_length=shared.get("clip_length", 8),
                                stride=shared.get("stride", 1))
     for i in range(len(source)):

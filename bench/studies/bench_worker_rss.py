@@ -6,7 +6,10 @@ Makes `make_loader("image", DATA, backend="torch")` with persistent workers, tak
 batch, reads each worker's memory (psutil over the worker pids: RSS, and USS, the pages
 only that process holds, so pages copied from the parent after the fork), takes `--batches`
 more and reads it again. Prints one JSON line: the main process's RSS and, per worker, RSS
-and USS after the first batch and after the last.
+and USS after the first batch and after the last; and the listing itself, timed as
+bench/studies/shard_listing_scale.py's loader probe times it (the same imports first, so
+they are not counted; the workers start only with the first batch): `listing_seconds` and
+`main_listing_mb`, the resident memory make_loader added.
 """
 from __future__ import annotations
 
@@ -29,11 +32,18 @@ def workers_memory(data: str, *, batches: int, workers: int, size: int) -> dict:
     """Per-worker RSS/USS after the first batch and after `batches` more (MB)."""
     import psutil
 
+    # imported before the listing is measured, as shard_listing_scale's probe does
+    import torch  # noqa: F401
+    import torchvision.transforms.v2  # noqa: F401
+
+    import torch_bridge.engines.reference  # noqa: F401
+    import torch_bridge.factory  # noqa: F401
     from torch_bridge import make_loader
     me = psutil.Process()
-    start = me.memory_info().rss
+    start, t = me.memory_info().rss, time.perf_counter()
     loader = make_loader("image", data, backend="torch", batch_size=64, size=size,
                          reference={"num_workers": workers, "persistent_workers": True})
+    listing_seconds = time.perf_counter() - t
     listed = me.memory_info().rss
     stream = _endless(loader)
     next(stream)
@@ -45,7 +55,8 @@ def workers_memory(data: str, *, batches: int, workers: int, size: int) -> dict:
     seconds = time.perf_counter() - t
     last = [_memory(p) for p in pids]
     return {"data": data, "samples": len(loader._source("path")), "batches": batches,
-            "seconds": seconds, "main_listing_mb": (listed - start) / 2**20,
+            "seconds": seconds, "listing_seconds": listing_seconds,
+            "main_listing_mb": (listed - start) / 2**20,
             "main_rss_mb": me.memory_info().rss / 2**20,
             "workers": [{"first": a, "last": b} for a, b in zip(first, last, strict=True)]}
 

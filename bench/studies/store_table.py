@@ -19,7 +19,9 @@
    same backend.
 2. Listing. `--listing-samples` tiny JPEGs as shards of 10,000 with cached indexes and as
    files in class folders of 1,000 (written once under --scale-dir); listing time and
-   resident memory growth in fresh processes, for the source alone and for make_loader.
+   resident memory growth in fresh processes, for the source alone and for make_loader
+   (torch backend; measured in 3.'s process before its workers start, or with
+   `--worker-batches 0` in a process of its own).
 3. Worker memory. The torch backend on both listings: RSS and USS (pages only that process
    holds) of each DataLoader worker after the first batch and after `--worker-batches` more
    (bench/studies/bench_worker_rss.py).
@@ -171,8 +173,9 @@ def vs_folder_ratios(entry: dict, base: dict) -> dict:
             "cpu_vs_folder": base["cpu_ms_per_sample"] / entry["cpu_ms_per_sample"]}
 
 
-def listing(args) -> dict:
-    """Listing time and memory growth of N samples: shards (cached indexes) vs folders."""
+def listing(args, loaders: bool = True) -> dict:
+    """Listing time and memory growth of N samples: shards (cached indexes) vs folders; the
+    source alone, and with `loaders` make_loader too."""
     from bench.studies.shard_listing_scale import probe, write_folder, write_shards
     n = args.listing_samples
     shards = max(1, n // SHARDS_PER_LISTING)
@@ -183,7 +186,7 @@ def listing(args) -> dict:
         out["shards_index_build"] = probe(shard_dir)  # the one-time cold build
     folder = write_folder(args.scale_dir / f"folder-{n}", n)
     for name, data in (("shards", shard_dir), ("folder", folder)):
-        for kind in ("source", "loader"):
+        for kind in ("source", "loader") if loaders else ("source",):
             out[f"{name}_{kind}"] = probe(data, kind)
     out["dirs"] = {"shards": str(shard_dir), "folder": str(folder)}
     return out
@@ -202,6 +205,14 @@ def worker_memory(args, dirs: dict[str, str]) -> dict:
                                f"{compare.last_error_line(run.stderr)}")
         out[name] = json.loads(run.stdout.strip().splitlines()[-1])
     return out
+
+
+def loader_listings(workers: dict) -> dict:
+    """The make_loader listing rows (`shards_loader`, `folder_loader`) of worker_memory's
+    runs, which time the listing as shard_listing_scale.probe(data, "loader") does."""
+    return {f"{name}_loader": {"samples": run["samples"], "seconds": run["listing_seconds"],
+                               "rss_mb": run["main_listing_mb"]}
+            for name, run in workers.items()}
 
 
 def _s3_rows(args, data: dict[str, str]):
@@ -231,9 +242,10 @@ def main(argv=None) -> int:
             report["throughput"] = throughput(args, data, s3)
         report["load"] = load.summary()
         if args.listing_samples:
-            report["listing"] = listing(args)
+            report["listing"] = listing(args, loaders=not args.worker_batches)
             if args.worker_batches:
                 report["workers"] = worker_memory(args, report["listing"]["dirs"])
+                report["listing"].update(loader_listings(report["workers"]))
     finally:
         if server is not None:
             server.__exit__(None, None, None)

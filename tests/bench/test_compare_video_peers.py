@@ -55,15 +55,19 @@ def test_peer_batches_hold_the_frames_of_our_plan(h264, peer):
             assert batch["label"][row] == source.labels[index]
 
 
-def test_compare_runs_the_video_peers(h264, tmp_path):
+def test_compare_runs_the_video_peers(h264, tmp_path, capsys):
+    """compare.py's main here (this process has imported torch and the peers already); each
+    row is measured in its own child process (bench/run_one.py) as on the command line,
+    which test_compare_refuses_bad_options runs."""
+    from bench import compare
     out = tmp_path / "r.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "compare.py"), "--modality", "video",
-         "--data", str(h264), "--backends", "pyav", "--peers", "pyav,torchcodec",
-         "--options", json.dumps(CLIPS), "--batch-size", "2", "--steps", "2",
-         "--warmup", "1", "--size", "16", "--device", "cpu", "--repeats", "1",
-         "--json", str(out)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    code = compare.main(
+        ["--modality", "video", "--data", str(h264), "--backends", "pyav",
+         "--peers", "pyav,torchcodec", "--options", json.dumps(CLIPS), "--batch-size", "2",
+         "--steps", "2", "--warmup", "1", "--size", "16", "--device", "cpu",
+         "--repeats", "1", "--json", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err[-2000:]
     report = json.loads(out.read_text())
     assert report["settings"]["options"] == CLIPS
     results = {r["backend"]: r for r in report["results"]}
@@ -72,8 +76,10 @@ def test_compare_runs_the_video_peers(h264, tmp_path):
     for row in results.values():
         assert row["samples"] == 4 and row["cpu_ms_per_sample"] > 0
         assert row["samples_per_s"] > 0 and row["peak_rss_mb"] > 0
+    table = [line.split()[0] for line in printed.out.splitlines() if line.strip()]
+    assert set(results) <= set(table)  # a row of the printed table each
     if "torchcodec" not in results:
-        assert proc.stderr.count("skipped: torchcodec") == 1
+        assert printed.err.count("skipped: torchcodec") == 1
 
 
 def test_compare_refuses_bad_options():

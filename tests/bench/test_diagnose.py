@@ -129,32 +129,36 @@ def test_disk_sampler_on_tmpfs_is_not_measurable_rather_than_idle():
     assert "tmpfs" in disk.note and "no block device" in disk.note
 
 
-def _diagnose(data: Path, tmp_path: Path, *extra, backend: str = "dali") -> dict:
+def _diagnose(data: Path, tmp_path: Path, *extra, capsys, backend: str = "dali") -> dict:
+    """diagnose.py's main() in this process (which has imported torch already; the loader,
+    its workers and the probes are those of a run of the script, which
+    test_bad_data_folder_is_reported starts as a process of its own): its report."""
+    from bench.diagnose import main
     out = tmp_path / "dx.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "diagnose.py"), "--data", str(data),
-         "--device", "cpu", "--backend", backend, "--batch-size", "8", "--json", str(out),
-         *extra], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "bottleneck:" in proc.stdout and "next:" in proc.stdout
-    return {**json.loads(out.read_text()), "stdout": proc.stdout}
+    code = main(["--data", str(data), "--device", "cpu", "--backend", backend, "--batch-size",
+                 "8", "--json", str(out), *extra])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr[-2000:]
+    assert "bottleneck:" in stdout and "next:" in stdout
+    return {**json.loads(out.read_text()), "stdout": stdout}
 
 
-def test_end_to_end_compute_bound(tmp_path):
+def test_end_to_end_compute_bound(tmp_path, capsys):
     data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
     report = _diagnose(data, tmp_path, "--size", "32", "--compute-ms", "200",
-                       "--steps", "6", "--warmup", "2")
+                       "--steps", "6", "--warmup", "2", capsys=capsys)
     assert report["diagnosis"]["bottleneck"] == "compute", report["diagnosis"]
     ev = report["evidence"]
     assert ev["wait_fraction"] < 0.10 and ev["compute_ms_p50"] >= 190
     assert len(report["steps"]["wait_ms"]) == 6 and len(ev["cpu_cores"]) >= 1
 
 
-def test_end_to_end_data_on_tmpfs_reports_the_disk_not_measurable(tmp_path):
+def test_end_to_end_data_on_tmpfs_reports_the_disk_not_measurable(tmp_path, capsys):
     data = write_image_folder(_tmpfs_folder() / "d", n_images=8, n_classes=2)
     try:
         report = _diagnose(data, tmp_path, "--size", "32", "--compute-ms", "0",
-                           "--steps", "2", "--warmup", "1", "--batch-size", "4")
+                           "--steps", "2", "--warmup", "1", "--batch-size", "4",
+                           capsys=capsys)
     finally:
         shutil.rmtree(data.parent)
     ev = report["evidence"]
@@ -165,12 +169,12 @@ def test_end_to_end_data_on_tmpfs_reports_the_disk_not_measurable(tmp_path):
     assert report["stdout"].count("not measurable") >= 2  # the table row and the evidence
 
 
-def test_end_to_end_cpu_bound(tmp_path):
+def test_end_to_end_cpu_bound(tmp_path, capsys):
     """Compute 0, full-size JPEGs decoded and resized on the CPU: every core decodes."""
     data = write_image_folder(tmp_path / "d", n_images=32, n_classes=2, sizes=((375, 500),))
     # Batches of 32 keep the loader's own Python work per image small, as in training.
     report = _diagnose(data, tmp_path, "--compute-ms", "0", "--steps", "30", "--warmup", "2",
-                       "--batch-size", "32")
+                       "--batch-size", "32", capsys=capsys)
     assert report["diagnosis"]["bottleneck"] == "cpu", report["diagnosis"]
     assert report["evidence"]["wait_fraction"] > 0.9
 
@@ -225,17 +229,17 @@ def _check_eviction_reaches_the_device(data: Path) -> None:
                     "(/proc/self/io read_bytes unchanged): no run can be disk-bound here")
 
 
-def _cold_run(data: Path, tmp_path: Path) -> dict:
+def _cold_run(data: Path, tmp_path: Path, capsys) -> dict:
     _evict(data)
     # 1 warm-up + 14 timed batches of 2, plus 8 prefetched (4 workers): 46 of the 48
     # samples, each read once, so no read is served from the page cache. Four workers
     # keep reads in flight while others wait for a core.
     return _diagnose(data, tmp_path, "--modality", "hyperspectral", "--workers", "4",
                      "--batch-size", "2", "--compute-ms", "0", "--steps", "14",
-                     "--warmup", "1", backend="torch")
+                     "--warmup", "1", backend="torch", capsys=capsys)
 
 
-def test_end_to_end_cold_reads_reach_the_evidence(tmp_path):
+def test_end_to_end_cold_reads_reach_the_evidence(tmp_path, capsys):
     """Cold patches read by DataLoader workers: the evidence names the block device the data
     lives on and counts the loader's own reads from it, whatever else the machine runs. Which
     bottleneck those numbers make is `classify`'s rule, tested above on fixed evidence
@@ -248,7 +252,7 @@ def test_end_to_end_cold_reads_reach_the_evidence(tmp_path):
     data = _write_cold_cube(tmp_path / "cold", n_samples=48)
     try:
         _check_eviction_reaches_the_device(data)
-        report = _cold_run(data, tmp_path)
+        report = _cold_run(data, tmp_path, capsys)
     finally:
         shutil.rmtree(data)
     ev, dx = report["evidence"], report["diagnosis"]
@@ -269,14 +273,8 @@ def test_bad_data_folder_is_reported(tmp_path):
 
 
 @pytest.mark.parametrize("model", ["tiny-cnn"])
-def test_model_step_runs_on_torch_backend(tmp_path, model):
+def test_model_step_runs_on_torch_backend(tmp_path, model, capsys):
     data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
-    out = tmp_path / "dx.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "diagnose.py"), "--data", str(data),
-         "--device", "cpu", "--backend", "torch", "--workers", "1", "--model", model,
-         "--size", "32", "--batch-size", "8", "--steps", "3", "--warmup", "1",
-         "--json", str(out)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    ev = json.loads(out.read_text())["evidence"]
+    ev = _diagnose(data, tmp_path, "--workers", "1", "--model", model, "--size", "32",
+                   "--steps", "3", "--warmup", "1", backend="torch", capsys=capsys)["evidence"]
     assert ev["transfer_mb_s"] > 0 and ev["compute_ms_p50"] > 0

@@ -1,5 +1,7 @@
 """bench/gpu_check.py --dry: the GPU check script runs end to end on the CPU, where each
-DALI-vs-DALI comparison must be exact and DALI vs the torch path within its tolerance."""
+DALI-vs-DALI comparison must be exact and DALI vs the torch path within its tolerance; a
+rerun with the same --work folder reuses its data and passes. One dry run serves both tests
+(it costs some 40 s of CPU)."""
 from __future__ import annotations
 
 import json
@@ -7,13 +9,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_dry_run_passes_and_reports(tmp_path):
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The whole dry run once: (the finished process, the folder of its --out and --work)."""
+    tmp_path = tmp_path_factory.mktemp("gpu_check")
     run = subprocess.run([sys.executable, "bench/gpu_check.py", "--dry", "--out",
                           str(tmp_path / "out"), "--work", str(tmp_path / "data")],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return run, tmp_path
+
+
+def test_dry_run_passes_and_reports(dry_run):
+    run, tmp_path = dry_run
     report = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
     assert run.returncode == 0, (report["failed"], run.stdout[-3000:])
     assert report["dry"] is True and report["device"] == "cpu" and report["failed"] == []
@@ -49,5 +61,24 @@ def test_dry_run_passes_and_reports(tmp_path):
     assert set(rates["built-in"]) == {"dali default", "dali throughput", "dali low_memory",
                                       "dali exact", "dali cpu default", "torch"}
     assert all(v > 0 for v in rates["clips_per_s"].values())
+    compared = by_name["compare.py images, JPEG engine used"]["result"]["results"]
+    assert [r["backend"] for r in compared] == ["dali"] and compared[0]["samples_per_s"] > 0
     text = (tmp_path / "out" / "gpu_check.txt").read_text()
     assert "0 failed" in text and "video H.264" in text and report["not_run"] == []
+
+
+def test_a_rerun_with_the_same_work_folder_passes(dry_run, tmp_path):
+    """The dry run made every check's data in its --work folder; a second run there (the
+    checks of one data set) reuses that data and passes."""
+    first, work = dry_run
+    assert first.returncode == 0, first.stdout[-2000:]
+    made = {p.name: p.stat().st_mtime_ns for p in (work / "data").iterdir()}
+    assert ".rgba.done" in made  # the alpha check's data, marked finished
+    run = subprocess.run([sys.executable, "bench/gpu_check.py", "--dry", "--only", "alpha",
+                          "--work", str(work / "data"), "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=240, cwd=ROOT)
+    report = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
+    assert run.returncode == 0, (report["failed"], run.stdout[-2000:])
+    assert [r["status"] for r in report["checks"]] == ["pass"] * 3  # + preflight, env
+    # the data reused, not made again (a remade folder gets a new marker)
+    assert {p.name: p.stat().st_mtime_ns for p in (work / "data").iterdir()} == made

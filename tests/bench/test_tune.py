@@ -1,30 +1,28 @@
 """tune.py end to end: a 2-value sweep writes JSON, a PNG and a preset that loads and runs."""
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from bench.tune import parse_args, sweep_plan, write_preset
 from tests.conftest import write_image_folder
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def test_tune_writes_json_png_and_a_working_preset(tmp_path):
+def test_tune_writes_json_png_and_a_working_preset(tmp_path, capsys):
+    """tune.py's main here (the sweep's logic and outputs); every setting is measured in
+    its own process, `tune.py --child`, as on the command line."""
+    from bench.tune import main
     from dali_pipes.pipelines.config import load_config
     from torch_bridge import make_loader
     data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "tune.py"), "--data", str(data),
-         "--device", "cpu", "--params", "prefetch_queue_depth,hw_decoder_load",
-         "--values", "prefetch_queue_depth=1,3", "--steps", "2", "--warmup", "1",
-         "--batch-size", "8", "--size", "32", "--repeats", "2", "--json", str(out / "t.json"),
-         "--plot", str(out / "t.png"), "--out-preset", str(out / "best.toml")],
-        capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    code = main(
+        ["--data", str(data), "--device", "cpu", "--params",
+         "prefetch_queue_depth,hw_decoder_load", "--values", "prefetch_queue_depth=1,3",
+         "--steps", "2", "--warmup", "1", "--batch-size", "8", "--size", "32",
+         "--repeats", "2", "--json", str(out / "t.json"), "--plot", str(out / "t.png"),
+         "--out-preset", str(out / "best.toml")])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err[-2000:]
     report = json.loads((out / "t.json").read_text())
     assert [r["value"] for r in report["rows"]] == [1, 3]
     assert all(r["samples_per_s"] > 0 for r in report["rows"])
@@ -32,7 +30,7 @@ def test_tune_writes_json_png_and_a_working_preset(tmp_path):
         lo, hi = r["samples_per_s_range"]
         assert r["repeats"] == 2 and lo <= r["samples_per_s"] <= hi
     assert sum(bool(r.get("best")) for r in report["rows"]) == 1
-    assert "min-max" in proc.stdout
+    assert "min-max" in printed.out
     assert any("hw_decoder_load skipped" in n for n in report["notes"])
     from tests.bench.png_check import assert_plot_has_content
     assert_plot_has_content(out / "t.png")

@@ -54,6 +54,8 @@ def test_store_table_reports_every_row(tmp_path):
     for name in ("folder", "shards"):
         workers = report["workers"][name]["workers"]
         assert len(workers) == 2 and all(w["last"]["uss_mb"] > 0 for w in workers)
+        # the make_loader listing row: timed in the worker-memory process, before its workers
+        assert scale[f"{name}_loader"]["seconds"] == report["workers"][name]["listing_seconds"]
     assert [isinstance(t["met"], bool) for t in report["targets"]] == [True] * 3
     assert "| s3-warm | dali |" in proc.stdout
 
