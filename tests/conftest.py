@@ -4,6 +4,7 @@ The modality kinds, their tiny data writers and the options that keep their batc
 come from `torch_bridge.registry`; `backend` runs a test once per entry of BACKENDS."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -49,18 +50,24 @@ def native_ops(request) -> None:
 MAX_WORKERS = 4  # pytest-xdist processes for the whole suite, at most
 
 
+def suite_workers() -> int:
+    """One worker per core and one more, up to MAX_WORKERS: many tests wait on child
+    processes, local servers and workers settling, which left about a fifth of two cores
+    idle with one worker per core."""
+    return min(MAX_WORKERS, len(os.sched_getaffinity(0)) + 1)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     """The whole suite (`python -m pytest`, no paths: the README's and CI's command) runs in
-    parallel, one pytest-xdist worker per core up to MAX_WORKERS, idle workers taking queued
+    parallel, `suite_workers()` pytest-xdist workers, idle workers taking queued
     tests from busy ones (worksteal). Runs of chosen files stay in one process: starting
     the workers costs more than such a run. `-n N` (`-n 0`: one process) always wins, and
     without pytest-xdist the suite runs in one process."""
     option = config.option
     if (getattr(option, "numprocesses", 0) is None and not hasattr(config, "workerinput")
             and config.args_source is pytest.Config.ArgsSource.TESTPATHS):
-        option.numprocesses = "auto"
-        option.maxprocesses = option.maxprocesses or MAX_WORKERS
+        option.numprocesses = suite_workers()
         if option.dist == "no":
             option.dist = "worksteal"
 
