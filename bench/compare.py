@@ -52,6 +52,7 @@ HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parent))
 
+from bench.launch import run_measure  # noqa: E402
 from bench.metrics import LoadMonitor  # noqa: E402
 from bench.report import print_table, speedups, write_json  # noqa: E402
 from torch_bridge import registry  # noqa: E402
@@ -247,8 +248,7 @@ def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
             exception line of its stderr.
     """
     name, _, preset = backend.partition(":")
-    cmd = [sys.executable, str(HERE / "run_one.py"), "--backend", name,
-           "--modality", args.modality, "--data", str(data), "--batch-size",
+    cmd = ["--backend", name, "--modality", args.modality, "--data", str(data), "--batch-size",
            str(args.batch_size), "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--device", device, "--size", str(args.size), "--workers", str(args.workers),
            "--threads", str(args.threads), "--on-error", getattr(args, "on_error", "raise"),
@@ -261,7 +261,9 @@ def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
         cmd.append("--stages")
     if getattr(args, "options", None):
         cmd += ["--options", args.options]
-    result, code, err = run_child(cmd, on_step)
+    launched = run_measure(cmd, on_step)  # forked from a server with torch and DALI loaded
+    result, code, err = launched if launched is not None else run_child(
+        [sys.executable, str(HERE / "run_one.py"), *cmd], on_step)
     if code != 0 or result is None:
         raise BackendFailed(backend, code, last_error_line(err))
     result.pop("event")

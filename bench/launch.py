@@ -1,0 +1,102 @@
+"""The measuring processes of compare.py, forked from one server that has imported torch,
+torchvision and DALI: each round of each backend still runs in a process of its own (its
+CPU, memory and workers apart from the others'), without paying those imports again (about
+3-5 CPU seconds a process, a third of a short round).
+
+The server is multiprocessing's forkserver, started on first use with those modules
+preloaded; it never runs a loader or touches CUDA, so every child starts clean. A child's
+stdout and stderr go to files, which the parent follows while the child lives: there is no
+pipe for a chatty child to fill, and the wait ends when the child does.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+PRELOAD = ["torch", "torchvision", "nvidia.dali", "bench.run_one"]
+POLL_S = 0.05
+
+
+def _context():
+    """The forkserver context with PRELOAD, or None where there is none (not Linux)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return None
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def as_fresh_interpreter() -> None:
+    """The default start method again, as a fresh interpreter has it."""
+    multiprocessing.set_start_method(None, force=True)
+
+
+def _child(argv: list[str], out: str, err: str) -> None:
+    """In the forked process: stdout and stderr to the files, the start method a fresh
+    interpreter has (a forkserver's child inherits "forkserver", which would start the
+    loaders' workers from a bare server that imports torch again), then run_one's main."""
+    as_fresh_interpreter()
+    for fd, path in ((1, out), (2, err)):
+        handle = os.open(path, os.O_WRONLY | os.O_APPEND)
+        os.dup2(handle, fd)
+        os.close(handle)
+    from bench import run_one
+    code = 1
+    try:
+        code = run_one.main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    except BaseException:  # noqa: B036  (printed as a fresh interpreter would)
+        traceback.print_exc()
+    finally:  # the measure is taken: end the loaders' workers, then this process at once
+        for worker in multiprocessing.active_children():
+            worker.terminate()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _events(lines: list[str], on_step, found: dict) -> None:
+    for line in lines:
+        if not line.startswith("{"):
+            continue
+        event = json.loads(line)
+        if event["event"] == "step":
+            on_step(event["done"])
+        elif event["event"] == "result":
+            found["result"] = event
+
+
+def run_measure(argv: list[str], on_step) -> tuple[dict | None, int, str] | None:
+    """Run `run_one.main(argv)` in a process forked from the server; return (its result
+    event, exit code, stderr text), or None where there is no fork server (the caller then
+    starts a fresh interpreter). `on_step(done)` follows the child's step events."""
+    context = _context()
+    if context is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="compare-") as tmp:
+        out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
+        out.touch()
+        err.touch()
+        proc = context.Process(target=_child, args=(argv, str(out), str(err)), daemon=False)
+        proc.start()
+        found: dict = {}
+        partial = ""
+        with open(out) as stream:
+            while True:
+                alive = proc.is_alive()  # before reading: nothing written after is missed
+                partial += stream.read()
+                *lines, partial = partial.split("\n")
+                _events(lines, on_step, found)
+                if not alive:
+                    break
+                time.sleep(POLL_S)
+        _events([partial], on_step, found)
+        proc.join()
+        return found.get("result"), proc.exitcode, err.read_text(errors="replace")

@@ -1,0 +1,46 @@
+"""bench/launch.py: compare.py's measuring processes forked from a server with torch and
+DALI imported; each still its own process, starting its loaders' workers as a fresh
+interpreter would."""
+import multiprocessing
+
+from bench.launch import as_fresh_interpreter, run_measure
+from tests.conftest import write_image_folder
+
+
+def _argv(backend: str, data, steps: int = 2) -> list[str]:
+    return ["--backend", backend, "--modality", "image", "--data", str(data),
+            "--batch-size", "4", "--steps", str(steps), "--warmup", "1", "--device", "cpu",
+            "--size", "32", "--workers", "1", "--prebuilt"]
+
+
+def test_a_round_reports_its_steps_and_result_and_a_failure_its_cause(tmp_path):
+    data = write_image_folder(tmp_path / "d", n_images=12, n_classes=2)
+    steps: list[int] = []
+    result, code, err = run_measure(_argv("classic", data, steps=6), steps.append)
+    assert code == 0, err[-2000:]
+    assert steps == [5, 6]  # every fifth step and the last (run_one's events)
+    assert result["event"] == "result" and result["samples"] == 24
+    assert result["cpu_ms_per_sample"] > 0
+    result, code, err = run_measure(_argv("torch", tmp_path / "empty"), steps.append)
+    assert result is None and code == 1
+    assert "Traceback" in err and err.rstrip().splitlines()[-1].endswith("does not exist")
+
+
+def _start_method(queue) -> None:
+    inherited = multiprocessing.get_start_method()
+    as_fresh_interpreter()
+    queue.put((inherited, multiprocessing.get_start_method()))
+
+
+def test_a_forked_round_starts_workers_as_a_fresh_interpreter():
+    """A forkserver's child inherits "forkserver" as its default start method: its
+    DataLoader workers would start from a bare server, importing torch again (seconds each
+    round, and a different set-up from a user's script)."""
+    context = multiprocessing.get_context("forkserver")
+    queue = context.Queue()
+    process = context.Process(target=_start_method, args=(queue,))
+    process.start()
+    inherited, fresh = queue.get(timeout=120)
+    process.join(timeout=60)
+    assert inherited == "forkserver"
+    assert fresh == multiprocessing.get_all_start_methods()[0]  # the platform's default
