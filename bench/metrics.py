@@ -94,22 +94,51 @@ class ResourceSampler:
         return float(np.mean(self.gpu_samples)) if self.gpu_samples else None
 
 
-class LoadMonitor:
-    """Samples the machine's 1-minute load average in a background thread.
+def machine_busy_seconds() -> float:
+    """CPU seconds every core of the machine has spent busy since boot."""
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) \
+        + getattr(t, "steal", 0.0)
 
-    A load above the number of cores means other processes competed for the CPU during
-    the run: absolute samples/s are then low and ratios between loaders measured at
-    different moments are suspect (interleaved rounds and CPU-ms per sample hold better).
+
+def tree_seconds(proc: psutil.Process | None = None) -> float:
+    """CPU seconds of `proc` (this process by default) and its descendants, the live ones
+    and those already waited for (their time is in their parent's children_* fields)."""
+    total = 0.0
+    for p in _tree(proc or psutil.Process()):
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:  # gone between the listing and the reading
+            pass
+    return total
+
+
+class LoadMonitor:
+    """Who else used the CPU during a run: the machine's busy CPU seconds less this process
+    tree's (the benchmark and every process it started), as cores on average; and the
+    1-minute load average, sampled in a background thread, for context.
+
+    Other processes using more than a quarter of the cores mean the rows competed with them:
+    absolute samples/s are then low and ratios between loaders measured at different moments
+    are suspect (interleaved rounds and CPU-ms per sample hold better). The load average is
+    no such test: it counts the benchmark's own worker processes and threads.
     """
+
+    OTHERS_SHARE = 0.25  # of the cores, on average over the run
 
     def __init__(self, interval: float = 1.0, cores: int | None = None):
         self.interval = interval
         self.cores = cores or os.cpu_count() or 1
         self.samples: list[float] = []
+        self.others_cores: float | None = None
+        self.wall = self.own_seconds = 0.0
+        self._start = (0.0, 0.0, 0.0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> LoadMonitor:
+        self._start = (time.monotonic(), machine_busy_seconds(), tree_seconds())
         self._thread.start()
         return self
 
@@ -117,6 +146,10 @@ class LoadMonitor:
         self._stop.set()
         self._thread.join()
         self.samples.append(os.getloadavg()[0])
+        self.wall = time.monotonic() - self._start[0]
+        self.own_seconds = tree_seconds() - self._start[2]
+        others = machine_busy_seconds() - self._start[1] - self.own_seconds
+        self.others_cores = max(0.0, others) / self.wall if self.wall > 0 else 0.0
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -125,23 +158,22 @@ class LoadMonitor:
 
     @property
     def busy(self) -> bool:
-        """True when the 1-minute load went above the number of cores."""
-        return bool(self.samples) and max(self.samples) > self.cores
+        """True when other processes used more than OTHERS_SHARE of the cores."""
+        return self.others_cores is not None and \
+            self.others_cores > self.OTHERS_SHARE * self.cores
 
     def summary(self) -> dict:
-        """{"cores", "load1_max", "load1_median", "busy"} for the JSON report."""
-        if not self.samples:
-            return {"cores": self.cores, "load1_max": None, "load1_median": None,
-                    "busy": False}
-        return {"cores": self.cores, "load1_max": float(max(self.samples)),
-                "load1_median": float(np.median(self.samples)), "busy": self.busy}
+        """{"cores", "others_cores", "load1_max", "load1_median", "busy"} for the JSON."""
+        loads = {"load1_max": float(max(self.samples)) if self.samples else None,
+                 "load1_median": float(np.median(self.samples)) if self.samples else None}
+        return {"cores": self.cores, "others_cores": self.others_cores, **loads,
+                "busy": self.busy}
 
     def warning(self) -> str:
-        s = self.summary()
-        return (f"warning: the machine was busy during the run (1-minute load up to "
-                f"{s['load1_max']:.1f} on {self.cores} cores): other processes took CPU "
-                f"time, so samples/s are low and the ratios are suspect; compare CPU ms/sample "
-                f"and re-run with more --repeats on a quieter machine")
+        return (f"warning: the machine was busy during the run (other processes used "
+                f"{self.others_cores or 0.0:.1f} of {self.cores} cores on average): samples/s "
+                f"are low and the ratios are suspect; compare CPU ms/sample and re-run with "
+                f"more --repeats on a quieter machine")
 
 
 def nvml_handle(index: int | None, *, with_note: bool = False, nvml=None, props=None):

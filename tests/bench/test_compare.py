@@ -52,7 +52,8 @@ def _check_contract(report: dict, stdout: str) -> None:
     assert set(report["ratios"]) == {f"dali/{b}" for b in names if b != "dali"}
     assert report["ratios"]["dali/classic"] == pytest.approx(rates["dali"] / rates["classic"])
     assert "torch" in report["env"] and "dali" in report["env"]
-    assert set(report["load"]) == {"cores", "load1_max", "load1_median", "busy"}
+    assert set(report["load"]) == {"cores", "others_cores", "load1_max", "load1_median",
+                                   "busy"}
     assert "samples/s" in stdout and "CPU ms" in stdout and "/sample" in stdout
 
 

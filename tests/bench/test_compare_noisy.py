@@ -1,7 +1,10 @@
 """compare.py on a noisy machine: drained child output, CPU-ms per sample, spread, load (the
 end-to-end runs are in test_compare.py and test_compare_rows.py)."""
+import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 from bench import compare
@@ -39,14 +42,37 @@ def test_median_reports_the_spread_of_rounds():
     assert out["gpu_util_percent"] is None and out["repeats"] == 3
 
 
-def test_load_monitor_flags_load_above_the_cores():
-    with LoadMonitor(interval=0.01, cores=10_000) as quiet:
-        pass
-    assert not quiet.busy and quiet.summary()["load1_max"] is not None
-    busy = LoadMonitor(cores=1)
-    busy.samples = [0.5, 2.5, 1.0]
-    assert busy.busy and busy.summary()["load1_max"] == 2.5
-    assert "2.5 on 1 cores" in busy.warning() and "suspect" in busy.warning()
+_BURN = "import time\nend = time.process_time() + 1.0\nwhile time.process_time() < end: pass\n"
+
+
+def test_load_monitor_counts_other_processes_not_the_benchmarks_own():
+    """A process the benchmark starts is its own CPU, however busy; one outside its tree
+    (here detached: re-parented to init) is the others' CPU. Other tests running beside
+    this one can only add to the others."""
+    with LoadMonitor(interval=0.05) as ours:
+        subprocess.run([sys.executable, "-c", _BURN], check=True, timeout=120)
+    assert ours.own_seconds >= 0.9
+    with LoadMonitor(interval=0.05) as theirs:
+        detached = subprocess.run(  # the shell exits at once; its child runs on, not ours
+            ["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 & echo $!', _BURN],
+            capture_output=True, text=True, check=True, timeout=60)
+        pid = int(detached.stdout)
+        while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.05)
+    assert theirs.own_seconds < 0.5
+    assert theirs.others_cores * theirs.wall >= 0.8
+    assert set(theirs.summary()) == {"cores", "others_cores", "load1_max", "load1_median",
+                                     "busy"}
+
+
+def test_busy_means_others_took_a_quarter_of_the_cores():
+    monitor = LoadMonitor(cores=4)
+    assert not monitor.busy  # not measured yet
+    monitor.others_cores = 0.9
+    assert not monitor.busy
+    monitor.others_cores = 1.1
+    assert monitor.busy and "used 1.1 of 4 cores" in monitor.warning()
+    assert "suspect" in monitor.warning()
 
 
 def test_compare_defaults_to_three_interleaved_rounds():

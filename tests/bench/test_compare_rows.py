@@ -96,7 +96,8 @@ def test_a_first_run_with_a_bad_file_two_rounds_and_a_failing_row(tmp_path):
     assert report["settings"]["repeats"] == 2 and dali["repeats"] == 2
     low, high = dali["samples_per_s_range"]
     assert low <= dali["samples_per_s"] <= high and dali["cpu_ms_per_sample"] > 0
-    assert set(report["load"]) == {"cores", "load1_max", "load1_median", "busy"}
+    assert set(report["load"]) == {"cores", "others_cores", "load1_max", "load1_median",
+                                   "busy"}
     assert ("busy during the run" in proc.stderr) == report["load"]["busy"]
     lines = proc.stdout.splitlines() + err
     assert all(len(x) <= 80 for x in lines), [x for x in lines if len(x) > 80]
