@@ -42,17 +42,15 @@ import json
 import os
 import platform
 import re
-import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parent))
 
-from bench.launch import run_measure  # noqa: E402
+from bench.launch import run_round  # noqa: E402
 from bench.metrics import LoadMonitor  # noqa: E402
 from bench.report import print_table, speedups, write_json  # noqa: E402
 from torch_bridge import registry  # noqa: E402
@@ -261,9 +259,7 @@ def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
         cmd.append("--stages")
     if getattr(args, "options", None):
         cmd += ["--options", args.options]
-    launched = run_measure(cmd, on_step)  # forked from a server with torch and DALI loaded
-    result, code, err = launched if launched is not None else run_child(
-        [sys.executable, str(HERE / "run_one.py"), *cmd], on_step)
+    result, code, err = run_round(cmd, on_step)
     if code != 0 or result is None:
         raise BackendFailed(backend, code, last_error_line(err))
     result.pop("event")
@@ -288,31 +284,6 @@ def last_error_line(stderr: str) -> str:
         if match:  # "torch_bridge.errors.SampleError: ..." -> "SampleError: ..."
             return line[len(match.group(1)):][:300]
     return lines[-1][:300] if lines else "no error output"
-
-
-def run_child(cmd: list[str], on_step) -> tuple[dict | None, int, str]:
-    """Run one measuring process; return (its result event, exit code, stderr text).
-
-    stderr is drained by a thread while stdout is read, so a child that writes a lot to
-    stderr (warnings, a traceback per bad sample) cannot fill the pipe and block.
-    """
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    err_chunks: list[str] = []
-    drain = threading.Thread(target=lambda: err_chunks.extend(iter(
-        lambda: proc.stderr.read(65536), "")), daemon=True)
-    drain.start()
-    result = None
-    for line in proc.stdout:
-        if not line.startswith("{"):
-            continue
-        event = json.loads(line)
-        if event["event"] == "step":
-            on_step(event["done"])
-        elif event["event"] == "result":
-            result = event
-    code = proc.wait()
-    drain.join()
-    return result, code, "".join(err_chunks)
 
 
 def run_all(args, data: Path, device: str, backends: list[str]) -> list[dict]:

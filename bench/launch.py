@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -100,3 +102,38 @@ def run_measure(argv: list[str], on_step) -> tuple[dict | None, int, str] | None
         _events([partial], on_step, found)
         proc.join()
         return found.get("result"), proc.exitcode, err.read_text(errors="replace")
+
+
+def run_round(argv: list[str], on_step) -> tuple[dict | None, int, str]:
+    """One measuring round of `run_one.py argv`: forked from the server where there is one,
+    else in a fresh interpreter. Returns (its result event, exit code, stderr text)."""
+    launched = run_measure(argv, on_step)
+    if launched is not None:
+        return launched
+    return run_child([sys.executable, str(Path(__file__).with_name("run_one.py")), *argv],
+                     on_step)
+
+
+def run_child(cmd: list[str], on_step) -> tuple[dict | None, int, str]:
+    """Run one measuring process; return (its result event, exit code, stderr text).
+
+    stderr is drained by a thread while stdout is read, so a child that writes a lot to
+    stderr (warnings, a traceback per bad sample) cannot fill the pipe and block.
+    """
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err_chunks: list[str] = []
+    drain = threading.Thread(target=lambda: err_chunks.extend(iter(
+        lambda: proc.stderr.read(65536), "")), daemon=True)
+    drain.start()
+    result = None
+    for line in proc.stdout:
+        if not line.startswith("{"):
+            continue
+        event = json.loads(line)
+        if event["event"] == "step":
+            on_step(event["done"])
+        elif event["event"] == "result":
+            result = event
+    code = proc.wait()
+    drain.join()
+    return result, code, "".join(err_chunks)

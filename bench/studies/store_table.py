@@ -42,6 +42,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parents[1]))
 
 from bench import compare  # noqa: E402
+from bench.launch import run_round  # noqa: E402
 from bench.metrics import LoadMonitor  # noqa: E402
 from bench.report import write_json  # noqa: E402
 
@@ -104,13 +105,13 @@ def run_row(row: str, backend: str, data: str, args, options: dict | None) -> di
     """One measuring process (run_one.py, compare.py's child) of one row and backend."""
     one_pass = row in ONE_PASS
     steps = max(1, args.images // args.batch_size) if one_pass else args.steps
-    cmd = [sys.executable, str(HERE.parent / "run_one.py"), "--backend", backend, "--data", data,
+    cmd = ["--backend", backend, "--data", data,
            "--batch-size", str(args.batch_size), "--steps", str(steps), "--warmup",
            "0" if one_pass else str(args.warmup), "--device", args.device_name,
            "--workers", str(args.workers), "--size", str(args.size)]
     if options:
         cmd += ["--options", json.dumps(options)]
-    result, code, err = compare.run_child(cmd, lambda done: None)
+    result, code, err = run_round(cmd, lambda done: None)  # forked: see bench/launch.py
     if code != 0 or result is None:
         raise compare.BackendFailed(f"{row}/{backend}", code, compare.last_error_line(err))
     result.pop("event")

@@ -8,6 +8,7 @@ import psutil
 import pytest
 
 from bench import compare
+from bench.launch import run_child
 from bench.metrics import LoadMonitor
 
 
@@ -19,7 +20,7 @@ def test_child_writing_over_64k_to_stderr_does_not_deadlock(tmp_path):
               "print(json.dumps({'event': 'step', 'done': 1}), flush=True)\n"
               "print(json.dumps({'event': 'result', 'samples_per_s': 1.0}), flush=True)\n")
     steps = []
-    result, code, err = compare.run_child([sys.executable, "-c", script], steps.append)
+    result, code, err = run_child([sys.executable, "-c", script], steps.append)
     assert code == 0 and steps == [1]
     assert result == {"event": "result", "samples_per_s": 1.0}
     assert len(err) == 300_000
@@ -27,7 +28,7 @@ def test_child_writing_over_64k_to_stderr_does_not_deadlock(tmp_path):
 
 def test_child_failure_keeps_its_stderr_tail():
     script = "import sys\nsys.stderr.write('y' * 100_000 + 'the end')\nsys.exit(3)\n"
-    result, code, err = compare.run_child([sys.executable, "-c", script], lambda done: None)
+    result, code, err = run_child([sys.executable, "-c", script], lambda done: None)
     assert result is None and code == 3 and err.endswith("the end")
 
 
