@@ -65,6 +65,7 @@ def _child(argv: list[str], out: str, err: str) -> None:
 
 
 def _events(lines: list[str], on_step, found: dict) -> None:
+    """run_one's JSON lines: each step event to `on_step`, the result into found["result"]."""
     for line in lines:
         if not line.startswith("{"):
             continue
@@ -125,15 +126,9 @@ def run_child(cmd: list[str], on_step) -> tuple[dict | None, int, str]:
     drain = threading.Thread(target=lambda: err_chunks.extend(iter(
         lambda: proc.stderr.read(65536), "")), daemon=True)
     drain.start()
-    result = None
+    found: dict = {}
     for line in proc.stdout:
-        if not line.startswith("{"):
-            continue
-        event = json.loads(line)
-        if event["event"] == "step":
-            on_step(event["done"])
-        elif event["event"] == "result":
-            result = event
+        _events([line], on_step, found)
     code = proc.wait()
     drain.join()
-    return result, code, "".join(err_chunks)
+    return found.get("result"), code, "".join(err_chunks)
