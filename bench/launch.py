@@ -1,7 +1,7 @@
 """The measuring processes of compare.py, forked from one server that has imported torch,
 torchvision and DALI: each round of each backend still runs in a process of its own (its
-CPU, memory and workers apart from the others'), without paying those imports again (about
-3-5 CPU seconds a process, a third of a short round).
+CPU, memory and workers apart from the others'), without paying those imports again
+(docs/measurements.md has the time it saves).
 
 The server is multiprocessing's forkserver, started on first use with those modules
 preloaded; it never runs a loader or touches CUDA, so every child starts clean. A child's
@@ -88,7 +88,10 @@ def run_measure(argv: list[str], on_step) -> tuple[dict | None, int, str] | None
         out.touch()
         err.touch()
         proc = context.Process(target=_child, args=(argv, str(out), str(err)), daemon=False)
-        proc.start()
+        try:
+            proc.start()
+        except OSError:  # the server could not start here: a fresh interpreter instead
+            return None
         found: dict = {}
         partial = ""
         with open(out) as stream:
