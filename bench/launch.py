@@ -10,6 +10,7 @@ pipe for a chatty child to fill, and the wait ends when the child does.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing
 import os
@@ -39,19 +40,18 @@ def as_fresh_interpreter() -> None:
     multiprocessing.set_start_method(None, force=True)
 
 
-def _child(argv: list[str], out: str, err: str) -> None:
+def _child(entry: str, argv: list[str], out: str, err: str) -> None:
     """In the forked process: stdout and stderr to the files, the start method a fresh
     interpreter has (a forkserver's child inherits "forkserver", which would start the
-    loaders' workers from a bare server that imports torch again), then run_one's main."""
+    loaders' workers from a bare server that imports torch again), then `entry`'s main."""
     as_fresh_interpreter()
     for fd, path in ((1, out), (2, err)):
         handle = os.open(path, os.O_WRONLY | os.O_APPEND)
         os.dup2(handle, fd)
         os.close(handle)
-    from bench import run_one
     code = 1
     try:
-        code = run_one.main(argv)
+        code = importlib.import_module(entry).main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     except BaseException:  # noqa: B036  (printed as a fresh interpreter would)
@@ -76,10 +76,12 @@ def _events(lines: list[str], on_step, found: dict) -> None:
             found["result"] = event
 
 
-def run_measure(argv: list[str], on_step) -> tuple[dict | None, int, str] | None:
-    """Run `run_one.main(argv)` in a process forked from the server; return (its result
-    event, exit code, stderr text), or None where there is no fork server (the caller then
-    starts a fresh interpreter). `on_step(done)` follows the child's step events."""
+def run_measure(argv: list[str], on_step, entry: str = "bench.run_one"
+                ) -> tuple[dict | None, int, str] | None:
+    """Run `main(argv)` of the module `entry` (run_one's by default) in a process forked
+    from the server; return (its result event, exit code, stderr text), or None where there
+    is no fork server (the caller then starts a fresh interpreter). `on_step(done)` follows
+    the child's step events."""
     context = _context()
     if context is None:
         return None
@@ -87,7 +89,7 @@ def run_measure(argv: list[str], on_step) -> tuple[dict | None, int, str] | None
         out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
         out.touch()
         err.touch()
-        proc = context.Process(target=_child, args=(argv, str(out), str(err)), daemon=False)
+        proc = context.Process(target=_child, args=(entry, argv, str(out), str(err)), daemon=False)
         try:
             proc.start()
         except OSError:  # the server could not start here: a fresh interpreter instead

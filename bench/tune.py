@@ -26,13 +26,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parent))
+
+from bench.launch import run_child, run_measure  # noqa: E402
 
 SWEEPS = {"dali": {"num_threads": [1, 2, 4], "prefetch_queue_depth": [1, 2, 3],
                    "hw_decoder_load": [0.0, 0.5, 0.9], "py_num_workers": [0, 2],
@@ -90,15 +91,15 @@ def sweep_plan(args, device: str) -> tuple[list[tuple[str, list]], list[str]]:
 
 
 def measure_setting(spec: dict) -> dict:
-    """Run one setting in a fresh process; its result dict (samples_per_s, waits...)."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
-    results = [x for x in lines if x.get("event") == "result"]
-    if proc.returncode != 0 or not results:
-        raise RuntimeError(f"setting {spec['setting']} failed (exit {proc.returncode}):\n"
-                           f"{proc.stderr[-3000:]}")
-    return results[-1]
+    """Run one setting in a process of its own (forked from the server of bench/launch.py,
+    or a fresh interpreter); its result dict (samples_per_s, waits...)."""
+    argv = ["--child", json.dumps(spec)]
+    launched = run_measure(argv, lambda done: None, entry="bench.tune")
+    result, code, err = launched if launched is not None else run_child(
+        [sys.executable, str(Path(__file__).resolve()), *argv], lambda done: None)
+    if code != 0 or result is None:
+        raise RuntimeError(f"setting {spec['setting']} failed (exit {code}):\n{err[-3000:]}")
+    return result
 
 
 def _child(spec: dict) -> int:
