@@ -11,6 +11,7 @@ pipe for a chatty child to fill, and the wait ends when the child does.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import multiprocessing
 import os
@@ -110,14 +111,16 @@ def run_measure(argv: list[str], on_step, entry: str = "bench.run_one"
         return found.get("result"), proc.exitcode, err.read_text(errors="replace")
 
 
-def run_round(argv: list[str], on_step) -> tuple[dict | None, int, str]:
-    """One measuring round of `run_one.py argv`: forked from the server where there is one,
-    else in a fresh interpreter. Returns (its result event, exit code, stderr text)."""
-    launched = run_measure(argv, on_step)
+def run_round(argv: list[str], on_step, entry: str = "bench.run_one"
+              ) -> tuple[dict | None, int, str]:
+    """One measuring round of the script `entry` (run_one's by default) with `argv`: forked
+    from the server where there is one, else the script in a fresh interpreter. Returns (its
+    result event, exit code, stderr text)."""
+    launched = run_measure(argv, on_step, entry)
     if launched is not None:
         return launched
-    return run_child([sys.executable, str(Path(__file__).with_name("run_one.py")), *argv],
-                     on_step)
+    script = importlib.util.find_spec(entry).origin
+    return run_child([sys.executable, str(script), *argv], on_step)
 
 
 def run_child(cmd: list[str], on_step) -> tuple[dict | None, int, str]:

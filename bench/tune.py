@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parent))
 
-from bench.launch import run_child, run_measure  # noqa: E402
+from bench.launch import run_round  # noqa: E402
 
 SWEEPS = {"dali": {"num_threads": [1, 2, 4], "prefetch_queue_depth": [1, 2, 3],
                    "hw_decoder_load": [0.0, 0.5, 0.9], "py_num_workers": [0, 2],
@@ -93,10 +93,8 @@ def sweep_plan(args, device: str) -> tuple[list[tuple[str, list]], list[str]]:
 def measure_setting(spec: dict) -> dict:
     """Run one setting in a process of its own (forked from the server of bench/launch.py,
     or a fresh interpreter); its result dict (samples_per_s, waits...)."""
-    argv = ["--child", json.dumps(spec)]
-    launched = run_measure(argv, lambda done: None, entry="bench.tune")
-    result, code, err = launched if launched is not None else run_child(
-        [sys.executable, str(Path(__file__).resolve()), *argv], lambda done: None)
+    result, code, err = run_round(["--child", json.dumps(spec)], lambda done: None,
+                                  entry="bench.tune")
     if code != 0 or result is None:
         raise RuntimeError(f"setting {spec['setting']} failed (exit {code}):\n{err[-3000:]}")
     return result

@@ -283,4 +283,3 @@ def names_in(data, depth: int = 0) -> list[str]:
 __all__ = ["ClassFolderListing", "FoundSamples", "PathLike", "has_extension", "is_hidden",
            "is_sample", "list_class_folders", "listing_digest", "names_in",
            "no_class_folders", "no_samples"]
-

@@ -44,3 +44,14 @@ def test_a_forked_round_starts_workers_as_a_fresh_interpreter():
     process.join(timeout=60)
     assert inherited == "forkserver"
     assert fresh == multiprocessing.get_all_start_methods()[0]  # the platform's default
+
+
+def test_without_a_fork_server_a_round_runs_the_script_in_a_fresh_interpreter(
+        tmp_path, monkeypatch):
+    from bench import launch
+    monkeypatch.setattr(launch, "_context", lambda: None)  # as where there is no forkserver
+    data = write_image_folder(tmp_path / "d", n_images=8, n_classes=2)
+    steps: list[int] = []
+    result, code, err = launch.run_round(_argv("classic", data), steps.append)
+    assert code == 0, err[-2000:]
+    assert steps == [2] and result["samples"] == 8
