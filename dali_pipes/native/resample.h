@@ -115,24 +115,34 @@ void ResampleRows(const uint8_t *in, int64_t rowlen, uint8_t *out, int out_rows,
 }
 
 // (h, w, c) with rows `stride` bytes apart -> (w, h, c) contiguous, in tiles that stay in
-// cache.
+// cache. With c == 3, pixels above the last row move as one 4-byte load and store: the
+// load reads the next pixel's first byte (the last row's pixels are never read that way,
+// so nothing past the input is read), the store writes the first byte of the pixel below,
+// which is written after it (tiles go down the rows, each column down its tile).
 void Transpose(const uint8_t *in, int h, int w, int c, int64_t stride, uint8_t *out) {
   const int tile = 32;
   for (int y0 = 0; y0 < h; y0 += tile) {
     int y1 = std::min(h, y0 + tile);
     for (int x0 = 0; x0 < w; x0 += tile) {
       int x1 = std::min(w, x0 + tile);
-      for (int y = y0; y < y1; y++) {
-        const uint8_t *src = in + int64_t(y) * stride + int64_t(x0) * c;
-        if (c == 3) {
-          for (int x = x0; x < x1; x++, src += 3) {
-            uint8_t *d = out + (int64_t(x) * h + y) * 3;
-            d[0] = src[0]; d[1] = src[1]; d[2] = src[2];
-          }
-        } else {
+      if (c != 3) {
+        for (int y = y0; y < y1; y++) {
+          const uint8_t *src = in + int64_t(y) * stride + int64_t(x0) * c;
           for (int x = x0; x < x1; x++, src += c)
             std::memcpy(out + (int64_t(x) * h + y) * c, src, c);
         }
+        continue;
+      }
+      const int y4 = std::min(y1, h - 1);  // rows moved 4 bytes at a time
+      for (int x = x0; x < x1; x++) {
+        const uint8_t *src = in + int64_t(y0) * stride + int64_t(x) * 3;
+        uint8_t *d = out + (int64_t(x) * h + y0) * 3;
+        for (int y = y0; y < y4; y++, src += stride, d += 3) {
+          uint32_t v;
+          std::memcpy(&v, src, 4);
+          std::memcpy(d, &v, 4);
+        }
+        if (y4 < y1) std::memcpy(d, src, 3);
       }
     }
   }
