@@ -12,11 +12,15 @@ output (224x224, normalized float32). CPU ms per image (process time, DALI with 
 thread, batches of 16), medians over interleaved rounds:
   dali          the image graph with jpeg_partial_decode = false (image_slice + DpResize)
   partial       the image graph with jpeg_partial_decode = true (DpDecodeCropResize)
-  partial+dct8  DpDecodeCropResize allowed 1/2-1/8 DCT scaling + crop_mirror_normalize
+  partial+dct8  the same graph with 1/2-1/8 DCT scaling allowed
   feed-scaled   (large set) today's large-photo path: simplejpeg at the window's DCT scale
                 in the feed, then the scaled graph (resize of the window + normalize)
   ceiling-fast  simplejpeg whole-file decode, fast integer IDCT (the peers' ceiling)
   ceiling-exact simplejpeg whole-file decode, exact IDCT (what our default decodes with)
+  entropy-floor DpDecodeCropResize of each image's last pixel: every row above it is
+                entropy-decoded and skipped, one iMCU is inverse-transformed; what any
+                decoder of a crop pays, however small the window (Huffman coding does
+                not let it skip the data before the window's last row)
 Agreement (uint8 224x224, before normalisation): partial and partial+dct8 against
 DALI's decoder + DpResize and against torchvision (decode_jpeg, crop, antialiased
 bilinear resize): mean, p99, max absolute difference, fraction of differing values.
@@ -57,29 +61,12 @@ def windows_of(files: list[bytes]) -> np.ndarray:
 
 
 def graph(variant: str):
-    from nvidia.dali import Pipeline
-
     from dali_pipes.pipelines.config import PipelineConfig
     from dali_pipes.pipelines.image import build_image_pipeline
     config = PipelineConfig(num_threads=1, prefetch_queue_depth=1,
                             jpeg_partial_decode=variant != "dali")
-    if variant != "partial+dct8":
-        return build_image_pipeline(device="cpu", batch_size=BATCH, size=SIZE, config=config)
-    import nvidia.dali.fn as fn
-    import nvidia.dali.types as types
-
-    from dali_pipes.pipelines.jpeg_partial import decode_crop_resize
-    from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
-    pipe = Pipeline(batch_size=BATCH, num_threads=1, device_id=None, prefetch_queue_depth=1,
-                    exec_dynamic=True)
-    with pipe:
-        j, a, s, m = (fn.external_source(name=n) for n in ("jpegs", "anchor", "shape", "mirror"))
-        img = decode_crop_resize(j, a, s, (SIZE, SIZE), config=config,
-                                 interpolation="bilinear", max_dct_factor=8)
-        pipe.set_outputs(fn.crop_mirror_normalize(
-            img, mirror=m, dtype=types.FLOAT, output_layout="CHW",
-            mean=[v * 255 for v in IMAGENET_MEAN], std=[v * 255 for v in IMAGENET_STD]))
-    return pipe
+    return build_image_pipeline(device="cpu", batch_size=BATCH, size=SIZE, config=config,
+                                max_dct_factor=8 if variant == "partial+dct8" else 1)
 
 
 def run_graph(pipe, files, windows) -> float:
@@ -119,6 +106,29 @@ def run_feed_scaled(files, windows) -> float:
     return (time.process_time() - t0) / (len(files) // BATCH * BATCH)
 
 
+def entropy_floor(files) -> float:
+    """CPU seconds per image of decoding each image's bottom-right pixel alone."""
+    import nvidia.dali.fn as fn
+    from nvidia.dali import Pipeline
+
+    from dali_pipes.formats.jpeg_scan import jpeg_size
+    n = len(files) // BATCH * BATCH
+    corners = [np.array([h - 1, w - 1], np.int32) for h, w in map(jpeg_size, files[:n])]
+    pipe = Pipeline(batch_size=BATCH, num_threads=1, device_id=None, prefetch_queue_depth=1,
+                    exec_dynamic=True)
+    with pipe:
+        j, a = fn.external_source(name="jpegs"), fn.external_source(name="anchor")
+        pipe.set_outputs(fn.dp_decode_crop_resize(  # type: ignore[attr-defined]
+            j, a, a * 0 + 1, size=[1, 1]))
+    pipe.build()
+    t0 = time.process_time()
+    for lo in range(0, n, BATCH):
+        pipe.feed_input("jpegs", [np.frombuffer(f, np.uint8) for f in files[lo:lo + BATCH]])
+        pipe.feed_input("anchor", corners[lo:lo + BATCH])
+        pipe.run()
+    return (time.process_time() - t0) / n
+
+
 def ceiling(files, fast: bool) -> float:
     import simplejpeg
     t0 = time.process_time()
@@ -135,7 +145,7 @@ def speed(files, windows, rounds: int, feed: bool = False) -> dict:
         run_graph(pipes[v], files[:BATCH], windows[:BATCH])  # warm up
     extra = ("feed-scaled",) if feed else ()
     times: dict[str, list[float]] = {k: [] for k in (*pipes, *extra, "ceiling-fast",
-                                                     "ceiling-exact")}
+                                                     "ceiling-exact", "entropy-floor")}
     for _ in range(rounds):
         for v, pipe in pipes.items():
             times[v].append(run_graph(pipe, files, windows))
@@ -143,6 +153,7 @@ def speed(files, windows, rounds: int, feed: bool = False) -> dict:
             times["feed-scaled"].append(run_feed_scaled(files, windows))
         times["ceiling-fast"].append(ceiling(files, True))
         times["ceiling-exact"].append(ceiling(files, False))
+        times["entropy-floor"].append(entropy_floor(files))
     return {k: round(1000 * float(np.median(t)), 3) for k, t in times.items()}
 
 

@@ -13,7 +13,10 @@
 //
 // Inputs (per sample): 0 the encoded file (uint8); 1 int32 (2,) window top, left; 2 int32
 // (2,) window height, width, in source pixels; optionally 3 int32 or float32 (2,) output
-// height, width (else the `size` argument). Output: uint8 HWC RGB at the output size.
+// height, width (else the `size` argument). Output: RGB at the output size, uint8 HWC by
+// default; `mirror` (per sample) flips it horizontally, `output_layout` "CHW" makes it
+// planar and `mean` / `std` (0..255 scale) normalise it to float32 as DALI's
+// crop_mirror_normalize does ((v - mean) * (1 / std)), in the pass that writes the output.
 // Files it does not decode (see DpJpegDecodable) raise an error naming the sample: the
 // graph routes them to DALI's decoder first (dali_pipes/pipelines/image_decode.py).
 //
@@ -28,9 +31,11 @@
 #include <jerror.h>  // JWRN_JPEG_EOF
 
 #include <array>
+#include <cmath>
 #include <csetjmp>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dp_op.h"
@@ -114,12 +119,44 @@ struct Job {
   int oh, ow;                    // output size
   int max_factor, filter;
   bool antialias, fast_idct;
+  bool mirror;
+};
+
+// How the resized window is written out: flipped, planar, normalised.
+struct Finish {
+  bool planar = false, normalize = false;
+  std::array<float, 3> mean{}, inv_std{};
 };
 
 struct Rows {
   std::vector<uint8_t> pixels;  // decoded rows, `stride` bytes each
+  std::vector<uint8_t> resized;  // the window resized, HWC, before Finish
   int64_t stride = 0;
 };
+
+// Writes the (oh, ow, 3) uint8 image `in` to `out`: mirrored if `mirror`, in the layout
+// and type `f` asks for.
+template <typename T>
+void WriteOut(const uint8_t *in, int oh, int ow, bool mirror, const Finish &f, T *out) {
+  const int64_t plane = int64_t(oh) * ow;
+  for (int y = 0; y < oh; y++) {
+    const uint8_t *row = in + int64_t(y) * ow * 3;
+    for (int x = 0; x < ow; x++) {
+      const uint8_t *px = row + int64_t(mirror ? ow - 1 - x : x) * 3;
+      for (int c = 0; c < 3; c++) {
+        T v;
+        if constexpr (std::is_same_v<T, float>)
+          v = (float(px[c]) - f.mean[c]) * f.inv_std[c];
+        else
+          v = px[c];
+        if (f.planar)
+          out[c * plane + int64_t(y) * ow + x] = v;
+        else
+          out[(int64_t(y) * ow + x) * 3 + c] = v;
+      }
+    }
+  }
+}
 
 // The DCT reduction for a window: the largest f <= max_factor with the window at least f
 // times the output on both axes (jpeg_scale.dct_factors' rule per axis), else 1.
@@ -131,7 +168,7 @@ int Factor(const Job &j) {
 }
 
 // Decodes the rows and columns holding the window (plus a pixel of margin) at 1/f and
-// resizes the window into `out`. Returns "" or libjpeg's error message.
+// resizes the window into `out` (oh, ow, 3). Returns "" or libjpeg's error message.
 std::string DecodeCropResize(const uint8_t *data, int64_t size, const Job &j, uint8_t *out,
                              Rows &r) {
   Decoder &d = ThreadDecoder();
@@ -219,6 +256,20 @@ class DpDecodeCropResize : public DpOp {
         antialias_(spec.GetArgument<bool>("antialias")),
         fast_idct_(spec.GetArgument<bool>("fast_idct")),
         max_factor_(spec.GetArgument<int>("max_dct_factor")) {
+    auto layout = spec.GetArgument<std::string>("output_layout");
+    DALI_ENFORCE(layout == "HWC" || layout == "CHW",
+                 "DpDecodeCropResize: output_layout must be \"HWC\" or \"CHW\"");
+    finish_.planar = layout == "CHW";
+    auto mean = spec.GetRepeatedArgument<float>("mean");
+    auto std = spec.GetRepeatedArgument<float>("std");
+    DALI_ENFORCE(mean.size() == std.size() && (mean.empty() || mean.size() == 3),
+                 "DpDecodeCropResize: give mean and std together, three values each");
+    finish_.normalize = !mean.empty();
+    for (size_t c = 0; c < mean.size(); c++) {
+      DALI_ENFORCE(std[c] > 0, "DpDecodeCropResize: std must be positive");
+      finish_.mean[c] = mean[c];
+      finish_.inv_std[c] = 1.f / std[c];
+    }
     auto size = spec.GetRepeatedArgument<int>("size");
     DALI_ENFORCE(size.empty() || size.size() == 2,
                  "DpDecodeCropResize: size must be (height, width)");
@@ -241,9 +292,14 @@ class DpDecodeCropResize : public DpOp {
     jobs_.resize(n);
     for (int s = 0; s < n; s++) {
       jobs_[s] = MakeJob(ws, s);
-      shape.set_tensor_shape(s, ::dali::TensorShape<>{jobs_[s].oh, jobs_[s].ow, 3});
+      const int oh = jobs_[s].oh, ow = jobs_[s].ow;
+      shape.set_tensor_shape(s, finish_.planar ? ::dali::TensorShape<>{3, oh, ow}
+                                               : ::dali::TensorShape<>{oh, ow, 3});
     }
-    return Uint8Output(output_desc, shape);
+    output_desc.resize(1);
+    output_desc[0].type = finish_.normalize ? DALI_FLOAT : DALI_UINT8;
+    output_desc[0].shape = shape;
+    return true;
   }
 
   void RunImpl(::dali::Workspace &ws) override {
@@ -251,12 +307,23 @@ class DpDecodeCropResize : public DpOp {
     auto &output = ws.Output<CPU>(0);
     std::vector<std::string> errors(files.num_samples());
     auto cost = [&](int s) { return int64_t(jobs_[s].height) * jobs_[s].width; };
+    // the resize writes the output itself unless it is flipped, planar or normalised
+    const bool plain = !finish_.planar && !finish_.normalize;
     ForEachSample(ws, cost, [&](int s) {
       thread_local Rows rows;
+      const Job &j = jobs_[s];
+      const bool direct = plain && !j.mirror;
+      if (!direct) rows.resized.resize(size_t(j.oh) * j.ow * 3);
+      uint8_t *resized = direct ? output.mutable_tensor<uint8_t>(s) : rows.resized.data();
       errors[s] = DecodeCropResize(files.tensor<uint8_t>(s), files.shape().tensor_size(s),
-                                   jobs_[s], output.mutable_tensor<uint8_t>(s), rows);
+                                   j, resized, rows);
+      if (direct || !errors[s].empty()) return;
+      if (finish_.normalize)
+        WriteOut(resized, j.oh, j.ow, j.mirror, finish_, output.mutable_tensor<float>(s));
+      else
+        WriteOut(resized, j.oh, j.ow, j.mirror, finish_, output.mutable_tensor<uint8_t>(s));
     });
-    output.SetLayout("HWC");
+    output.SetLayout(finish_.planar ? "CHW" : "HWC");
     for (int s = 0; s < files.num_samples(); s++)
       DALI_ENFORCE(errors[s].empty(), ::dali::make_string(
           "DpDecodeCropResize: sample ", s, ": libjpeg-turbo could not decode it: ",
@@ -291,12 +358,13 @@ class DpDecodeCropResize : public DpOp {
                                      ", ", anchor[1], ", ", extent[0], ", ", extent[1],
                                      ") is empty or starts before the image"));
     return Job{anchor[0], anchor[1], extent[0], extent[1], out[0], out[1], max_factor_,
-               filter_, antialias_, fast_idct_};
+               filter_, antialias_, fast_idct_, spec_.GetArgument<int>("mirror", &ws, s) != 0};
   }
 
   int filter_;
   bool antialias_, fast_idct_;
   int max_factor_;
+  Finish finish_;
   std::vector<int> size_;
   std::vector<Job> jobs_;
 };
@@ -317,7 +385,13 @@ DALI_SCHEMA(DpDecodeCropResize)
     .AddOptionalArg("antialias", "widen the filter by the downscale factor", true)
     .AddOptionalArg("fast_idct", "libjpeg-turbo's fast integer IDCT", false)
     .AddOptionalArg("max_dct_factor", "largest DCT reduction (1: full scale only; 2, 4, 8)",
-                    1);
+                    1)
+    .AddOptionalArg("mirror", "per sample: flip the output horizontally", 0, true)
+    .AddOptionalArg("output_layout", "\"HWC\" or \"CHW\"", std::string("HWC"))
+    .AddOptionalArg("mean", "per-channel mean (0..255 scale); with std: float32 output",
+                    std::vector<float>{})
+    .AddOptionalArg("std", "per-channel standard deviation (0..255 scale)",
+                    std::vector<float>{});
 
 DALI_SCHEMA(DpJpegDecodable)
     .DocStr("dali_pipes: whether DpDecodeCropResize decodes each file (an 8-bit grey, YCbCr "

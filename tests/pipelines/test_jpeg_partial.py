@@ -3,7 +3,9 @@ a JPEG crop window decoded with libjpeg-turbo's partial decoding and resized giv
 of DALI's full-window decoder + the same resize, at full scale exactly (windows at the
 image's edges, progressive, 4:4:4 / 4:2:2 / 4:2:0, grey); at a reduced DCT scale those of
 the feed's simplejpeg path; files it does not decode (CMYK, PNG, truncated) go through
-DALI's decoder; an undecodable file fails its sample."""
+DALI's decoder; an undecodable file fails its sample. The flip and normalisation it fuses
+give crop_mirror_normalize's values, and the image graph fuses them only where nothing
+comes between the resize and the normalisation."""
 from __future__ import annotations
 
 import io
@@ -19,7 +21,8 @@ from dali_pipes import native
 from dali_pipes.formats.jpeg_scale import dct_factors, decode_scaled, scaled_boxes
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import build_image_pipeline
-from dali_pipes.pipelines.jpeg_partial import decode_crop_resize, partial_decode_applies
+from dali_pipes.pipelines.jpeg_partial import Finish, decode_crop_resize, partial_decode_applies
+from dali_pipes.recipes import ImageRecipe
 from dali_pipes.testing.sample_data import photo_like
 from tests.conftest import undefined_quant_table
 from tests.pipelines.graph import graph_ops
@@ -145,3 +148,44 @@ def test_the_image_graph_uses_it_where_the_config_allows():
     off = build_image_pipeline(device="cpu", batch_size=2, size=16,
                                config=PipelineConfig(jpeg_partial_decode=False))
     assert "DpDecodeCropResize" not in graph_ops(off)
+
+
+MEAN, STD = (123.7, 116.3, 103.5), (58.4, 57.1, 57.4)
+
+
+@pytest.mark.parametrize("layout,normalized", [("CHW", True), ("HWC", True), ("CHW", False)])
+def test_the_fused_flip_and_normalisation_equal_crop_mirror_normalize(layout, normalized):
+    pixels = photo_like(np.random.default_rng(7), 90, 130)
+    png = io.BytesIO()
+    Image.fromarray(pixels).save(png, format="PNG")
+    files = [_jpeg(pixels), png.getvalue(), _jpeg(pixels, "L"), _jpeg(pixels)]
+    norm = dict(mean=MEAN, std=STD) if normalized else {}
+    pipe = Pipeline(batch_size=len(files), num_threads=2, device_id=None, exec_dynamic=True)
+    with pipe:
+        j, a, s, m = (fn.external_source(name=n) for n in "jasm")
+        fused = decode_crop_resize(j, a, s, (30, 41), config=CONFIG, interpolation="bilinear",
+                                   finish=Finish(m, layout, **norm))
+        plain = decode_crop_resize(j, a, s, (30, 41), config=CONFIG, interpolation="bilinear")
+        pipe.set_outputs(fused, Finish(m, layout, **norm).apply(plain))
+    pipe.build()
+    pipe.feed_input("j", [np.frombuffer(f, np.uint8) for f in files])
+    pipe.feed_input("a", [np.array([3, 5], np.int32)] * len(files))
+    pipe.feed_input("s", [np.array([80, 111], np.int32)] * len(files))
+    pipe.feed_input("m", [np.array(i % 2, np.int32) for i in range(len(files))])
+    fused, ref = (out.as_array() for out in pipe.run())
+    assert fused.dtype == (np.float32 if normalized else np.uint8)
+    assert fused.shape == ((4, 3, 30, 41) if layout == "CHW" else (4, 30, 41, 3))
+    np.testing.assert_array_equal(fused, ref)
+    assert not np.array_equal(fused[0], fused[3])  # the second JPEG was flipped
+
+
+@pytest.mark.parametrize("recipe,fused", [
+    (ImageRecipe(size=(16, 16)), True),
+    (ImageRecipe(size=(16, 16), memory_format="channels_last", dtype="uint8"), True),
+    (ImageRecipe(size=(16, 16), dtype="float16"), False),
+    (ImageRecipe(size=(16, 16), vflip=0.5), False)])
+def test_the_graph_fuses_the_normalisation_only_when_nothing_comes_between(recipe, fused):
+    pipe = build_image_pipeline(device="cpu", batch_size=2, size=16, config=CONFIG,
+                                recipe=recipe)
+    last = pipe._graph_out[0].source.name
+    assert ("CropMirrorNormalize" not in last) == fused, last

@@ -28,7 +28,7 @@ def test_a_short_run_prints_every_set(fused, native_ops):
                                         *(["real crops 200-640 px"] if real else [])]
     for row in rows:
         assert set(row["cpu_ms"]) == {"dali", "partial", "partial+dct8", "ceiling-fast",
-                                      "ceiling-exact"}
+                                      "ceiling-exact", "entropy-floor"}
         assert min(row["cpu_ms"].values()) > 0
         same = row["agreement"]["partial-vs-dali"]
         assert same["max"] == 0 and same["differing"] == 0
