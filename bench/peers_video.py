@@ -44,7 +44,24 @@ def unavailable(peer: str) -> str | None:
     """None when `peer` can run here, else one line saying why not."""
     if peer not in _MODULES:
         return f"unknown video peer {peer!r}; expected one of {', '.join(VIDEO_PEERS)}"
-    return not_installed(peer, _MODULES[peer])  # FFmpeg's libraries load at import
+    why = not_installed(peer, _MODULES[peer])
+    if why is None and peer == "torchcodec":
+        why = _torchcodec_ffmpeg()
+    return why
+
+
+def _torchcodec_ffmpeg() -> str | None:
+    """None when torchcodec's video decoder loads FFmpeg's libraries (at its first use,
+    not at import), else one line saying it does not."""
+    from torchcodec.decoders import VideoDecoder
+    try:
+        VideoDecoder(b"not a video")
+    except Exception as exc:  # no FFmpeg: the load fails; with it: the bytes are refused
+        text = str(exc)
+        if "libtorchcodec" in text or isinstance(exc, OSError):
+            first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+            return f"torchcodec not usable (FFmpeg's libraries do not load: {first[:100]})"
+    return None
 
 
 def decode_torchcodec(path: str, frames: np.ndarray, size: tuple[int, int]

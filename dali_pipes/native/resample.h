@@ -11,6 +11,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace dali_pipes {
 namespace {
 
@@ -79,6 +83,65 @@ inline uint8_t RoundSat(float v) {
   return static_cast<uint8_t>(static_cast<int>(std::min(std::max(v + 0.5f, 0.f), 255.f)));
 }
 
+#if defined(__AVX2__)
+// 8 bytes -> 8 floats
+inline __m256 Load8(const uint8_t *p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+      reinterpret_cast<const __m128i *>(p))));
+}
+#endif
+
+// One output row from N input rows `rowlen` apart: the taps summed in pairs, in registers,
+// rounded into `dst`. The order of the float operations is fixed (a = w0 s0 + w1 s1, then
+// a += w2 s2 + w3 s3, ..., a += w_last s_last): the output does not depend on N's path.
+template <int N>
+void RowTaps(const uint8_t *__restrict src, int64_t rowlen, const float *w,
+             uint8_t *__restrict dst) {
+  int64_t i = 0;
+#if defined(__AVX2__)
+  __m256 wv[N];
+  for (int k = 0; k < N; k++) wv[k] = _mm256_set1_ps(w[k]);
+  const __m256 half = _mm256_set1_ps(0.5f), lo = _mm256_setzero_ps(),
+               hi = _mm256_set1_ps(255.f);
+  for (; i + 8 <= rowlen; i += 8) {
+    __m256 a;
+    int k;
+    if constexpr (N >= 2) {
+      a = _mm256_add_ps(_mm256_mul_ps(wv[0], Load8(src + i)),
+                        _mm256_mul_ps(wv[1], Load8(src + i + rowlen)));
+      k = 2;
+    } else {
+      a = _mm256_mul_ps(wv[0], Load8(src + i));
+      k = 1;
+    }
+    for (; k + 1 < N; k += 2)
+      a = _mm256_add_ps(a, _mm256_add_ps(
+          _mm256_mul_ps(wv[k], Load8(src + i + k * rowlen)),
+          _mm256_mul_ps(wv[k + 1], Load8(src + i + (k + 1) * rowlen))));
+    if (k < N) a = _mm256_add_ps(a, _mm256_mul_ps(wv[k], Load8(src + i + k * rowlen)));
+    // RoundSat: min(max(a + 0.5, 0), 255), truncated
+    __m256i v = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_add_ps(a, half), lo), hi));
+    __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i *>(dst + i), _mm_packus_epi16(w16, w16));
+  }
+#endif
+  for (; i < rowlen; i++) {
+    float a;
+    int k;
+    if constexpr (N >= 2) {
+      a = w[0] * float(src[i]) + w[1] * float(src[i + rowlen]);
+      k = 2;
+    } else {
+      a = w[0] * float(src[i]);
+      k = 1;
+    }
+    for (; k + 1 < N; k += 2)
+      a += w[k] * float(src[i + k * rowlen]) + w[k + 1] * float(src[i + (k + 1) * rowlen]);
+    if (k < N) a += w[k] * float(src[i + k * rowlen]);
+    dst[i] = RoundSat(a);
+  }
+}
+
 // out row r (of `rowlen` bytes) = sum_k w[r, k] * in row first[r] + k.
 void ResampleRows(const uint8_t *in, int64_t rowlen, uint8_t *out, int out_rows,
                   const Taps &t, std::vector<float> &acc) {
@@ -87,7 +150,17 @@ void ResampleRows(const uint8_t *in, int64_t rowlen, uint8_t *out, int out_rows,
   for (int r = 0; r < out_rows; r++) {
     const float *w = t.weights.data() + size_t(r) * t.ksize;
     const uint8_t *__restrict src = in + int64_t(t.first[r]) * rowlen;
+    uint8_t *__restrict dst = out + int64_t(r) * rowlen;
     int n = t.count[r], k = 0;
+    switch (n) {  // the usual tap counts, in registers
+      case 1: RowTaps<1>(src, rowlen, w, dst); continue;
+      case 2: RowTaps<2>(src, rowlen, w, dst); continue;
+      case 3: RowTaps<3>(src, rowlen, w, dst); continue;
+      case 4: RowTaps<4>(src, rowlen, w, dst); continue;
+      case 5: RowTaps<5>(src, rowlen, w, dst); continue;
+      case 6: RowTaps<6>(src, rowlen, w, dst); continue;
+      default: break;
+    }
     if (n >= 2) {  // two taps per pass over the accumulator
       const uint8_t *__restrict s1 = src + rowlen;
       float w0 = w[0], w1 = w[1];
@@ -109,7 +182,6 @@ void ResampleRows(const uint8_t *in, int64_t rowlen, uint8_t *out, int out_rows,
       float w0 = w[k];
       for (int64_t i = 0; i < rowlen; i++) a[i] += w0 * float(s0[i]);
     }
-    uint8_t *__restrict dst = out + int64_t(r) * rowlen;
     for (int64_t i = 0; i < rowlen; i++) dst[i] = RoundSat(a[i]);
   }
 }
