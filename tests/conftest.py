@@ -72,6 +72,18 @@ def pytest_cmdline_main(config):
             option.dist = "worksteal"
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_xdist_setupnodes(config, specs):
+    """Before the pytest-xdist workers start: the native operators missing from the cache
+    are compiled once, here (dali_pipes.native.prebuild). Builds take no lock, so workers
+    that each found the cache without them would each compile every operator, at the same
+    time, inside whichever test came first; cached, this takes well under a second."""
+    from dali_pipes.native.prebuild import prebuild
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    prebuild(say=reporter.write_line if reporter is not None else print)
+
+
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs CUDA")
     for item in items:

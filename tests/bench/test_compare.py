@@ -1,6 +1,7 @@
 """compare.py end to end on a tiny data set. One run measures every default row, the peers
 and the per-stage breakdown (each row is a process importing torch: one run keeps the suite
-short); its JSON follows docs/design.md."""
+short; main runs in this process, whose runs share the server the rows are forked from);
+its JSON follows docs/design.md."""
 import json
 import subprocess
 import sys
@@ -21,19 +22,24 @@ def _compare(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_compare_measures_every_row_the_peers_and_the_stages(tmp_path):
+def test_compare_measures_every_row_the_peers_and_the_stages(tmp_path, capsys):
+    """compare.py's main in this process (torch and DALI are imported already); each row is
+    still measured in a process of its own, forked from one server that the runs of this
+    pytest process share. test_a_missing_data_folder_is_refused... runs the script."""
+    from bench import compare
     data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
     out = tmp_path / "r.json"
-    proc = _compare("--data", str(data), "--batch-size", "8", "--steps", "2", "--warmup", "1",
-                    "--size", "32", "--device", "cpu", "--backends", ",".join(_ROWS),
-                    "--peers", "pyav,ffcv,decode-ceiling", "--stages", "--repeats", "1",
-                    "--json", str(out))
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    code = compare.main(["--data", str(data), "--batch-size", "8", "--steps", "2", "--warmup",
+                         "1", "--size", "32", "--device", "cpu", "--backends", ",".join(_ROWS),
+                         "--peers", "pyav,ffcv,decode-ceiling", "--stages", "--repeats", "1",
+                         "--json", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err[-2000:]
     report = json.loads(out.read_text())
     results = {r["backend"]: r for r in report["results"]}
-    _check_contract(report, proc.stdout)
-    _check_peers(results, proc.stderr)
-    _check_stages(results, proc.stdout)
+    _check_contract(report, printed.out)
+    _check_peers(results, printed.err)
+    _check_stages(results, printed.out)
 
 
 def _check_contract(report: dict, stdout: str) -> None:
@@ -84,14 +90,16 @@ def test_a_missing_data_folder_is_refused_before_anything_runs(tmp_path):
     assert "building native operators" not in proc.stderr and "round 1" not in proc.stderr
 
 
-def test_compare_hyperspectral(tmp_path):
+def test_compare_hyperspectral(tmp_path, capsys):
+    """In this process too (see test_compare_measures_every_row...)."""
+    from bench import compare
     from dali_pipes.testing.sample_hyperspectral import small_scene_folder
     small_scene_folder(tmp_path / "scenes")
     out = tmp_path / "h.json"
-    proc = _compare("--modality", "hyperspectral", "--data", str(tmp_path / "scenes"),
-                    "--batch-size", "16", "--steps", "3", "--warmup", "1", "--device", "cpu",
-                    "--repeats", "1", "--json", str(out))
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    code = compare.main(["--modality", "hyperspectral", "--data", str(tmp_path / "scenes"),
+                         "--batch-size", "16", "--steps", "3", "--warmup", "1",
+                         "--device", "cpu", "--repeats", "1", "--json", str(out)])
+    assert code == 0, capsys.readouterr().err[-2000:]
     report = json.loads(out.read_text())
     assert [r["backend"] for r in report["results"]] == ["dali", "torch"]
     assert report["speedup"] > 0 and all(r["samples_per_s"] > 0 for r in report["results"])

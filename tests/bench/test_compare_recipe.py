@@ -15,16 +15,19 @@ from tests.conftest import write_image_folder
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_compare_recipe_runs_three_rows(tmp_path):
+def test_compare_recipe_runs_three_rows(tmp_path, capsys):
+    """compare.py's main in this process (each row still a process of its own, forked from
+    the server this pytest process shares between such runs); the test below runs the
+    script from the command line."""
+    from bench import compare
     data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
     out = tmp_path / "r.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "compare.py"), "--recipe", "timm-rand-m9",
-         "--data", str(data), "--batch-size", "8", "--steps", "1", "--warmup", "0",
-         "--size", "32", "--device", "cpu", "--repeats", "1", "--workers", "0",
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    code = compare.main(
+        ["--recipe", "timm-rand-m9", "--data", str(data), "--batch-size", "8", "--steps", "1",
+         "--warmup", "0", "--size", "32", "--device", "cpu", "--repeats", "1", "--workers",
+         "0", "--json", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err[-2000:]
     report = json.loads(out.read_text())
     assert [r["backend"] for r in report["results"]] == ["dali", "torch", "usual"]
     assert all(r["samples_per_s"] > 0 and r["cpu_ms_per_sample"] > 0
@@ -36,7 +39,7 @@ def test_compare_recipe_runs_three_rows(tmp_path):
     for key in ("modality", "device", "results", "speedup", "env"):  # the schema, kept
         assert key in report, key
     assert report["speedup"] == pytest.approx(rate["dali"] / rate["torch"])
-    assert "usual" in proc.stdout and "vs usual" in proc.stdout
+    assert "usual" in printed.out and "vs usual" in printed.out
 
 
 def test_unknown_recipe_is_a_clean_error_listing_the_presets(tmp_path):
