@@ -4,7 +4,10 @@ The modality kinds, their tiny data writers and the options that keep their batc
 come from `torch_bridge.registry`; `backend` runs a test once per entry of BACKENDS."""
 from __future__ import annotations
 
+import faulthandler
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -95,6 +98,18 @@ def pytest_collection_modifyitems(config, items):
 def image_folder(tmp_path_factory) -> Path:
     """37 JPEGs in 3 classes: not a multiple of the batch sizes the tests use."""
     return write_image_folder(tmp_path_factory.mktemp("images"), n_images=37, n_classes=3)
+
+
+@contextmanager
+def bounded(seconds: float) -> Iterator[None]:
+    """A bound on a script's main run in the test process (where a subprocess would have had
+    a timeout): past `seconds`, every thread's traceback is printed and the process exits,
+    which fails the test (pytest-xdist reports its worker as crashed) instead of hanging."""
+    faulthandler.dump_traceback_later(seconds, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def undefined_quant_table(data: bytes) -> bytes:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_image_folder
+from tests.conftest import bounded, write_image_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 _ROWS = ["dali", "torch", "classic", "dali-stock"]
@@ -29,10 +29,11 @@ def test_compare_measures_every_row_the_peers_and_the_stages(tmp_path, capsys):
     from bench import compare
     data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
     out = tmp_path / "r.json"
-    code = compare.main(["--data", str(data), "--batch-size", "8", "--steps", "2", "--warmup",
-                         "1", "--size", "32", "--device", "cpu", "--backends", ",".join(_ROWS),
-                         "--peers", "pyav,ffcv,decode-ceiling", "--stages", "--repeats", "1",
-                         "--json", str(out)])
+    with bounded(600):  # a hang fails the test
+        code = compare.main(["--data", str(data), "--batch-size", "8", "--steps", "2", "--warmup",
+                             "1", "--size", "32", "--device", "cpu", "--backends", ",".join(_ROWS),
+                             "--peers", "pyav,ffcv,decode-ceiling", "--stages", "--repeats", "1",
+                             "--json", str(out)])
     printed = capsys.readouterr()
     assert code == 0, printed.err[-2000:]
     report = json.loads(out.read_text())
@@ -96,9 +97,10 @@ def test_compare_hyperspectral(tmp_path, capsys):
     from dali_pipes.testing.sample_hyperspectral import small_scene_folder
     small_scene_folder(tmp_path / "scenes")
     out = tmp_path / "h.json"
-    code = compare.main(["--modality", "hyperspectral", "--data", str(tmp_path / "scenes"),
-                         "--batch-size", "16", "--steps", "3", "--warmup", "1",
-                         "--device", "cpu", "--repeats", "1", "--json", str(out)])
+    with bounded(600):  # a hang fails the test
+        code = compare.main(["--modality", "hyperspectral", "--data", str(tmp_path / "scenes"),
+                             "--batch-size", "16", "--steps", "3", "--warmup", "1",
+                             "--device", "cpu", "--repeats", "1", "--json", str(out)])
     assert code == 0, capsys.readouterr().err[-2000:]
     report = json.loads(out.read_text())
     assert [r["backend"] for r in report["results"]] == ["dali", "torch"]

@@ -10,7 +10,7 @@ import torch
 
 from bench.baselines import Mixup, usual_loader
 from bench.compare import check_recipe, recipe_speedups
-from tests.conftest import write_image_folder
+from tests.conftest import bounded, write_image_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,10 +22,11 @@ def test_compare_recipe_runs_three_rows(tmp_path, capsys):
     from bench import compare
     data = write_image_folder(tmp_path / "d", n_images=16, n_classes=2)
     out = tmp_path / "r.json"
-    code = compare.main(
-        ["--recipe", "timm-rand-m9", "--data", str(data), "--batch-size", "8", "--steps", "1",
-         "--warmup", "0", "--size", "32", "--device", "cpu", "--repeats", "1", "--workers",
-         "0", "--json", str(out)])
+    with bounded(300):  # a hang fails the test
+        code = compare.main(
+            ["--recipe", "timm-rand-m9", "--data", str(data), "--batch-size", "8", "--steps", "1",
+             "--warmup", "0", "--size", "32", "--device", "cpu", "--repeats", "1", "--workers",
+             "0", "--json", str(out)])
     printed = capsys.readouterr()
     assert code == 0, printed.err[-2000:]
     report = json.loads(out.read_text())

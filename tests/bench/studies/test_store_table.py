@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from tests.conftest import bounded
+
 
 @pytest.mark.slow
 def test_store_table_reports_every_row(tmp_path, monkeypatch, capsys):
@@ -20,11 +22,12 @@ def test_store_table_reports_every_row(tmp_path, monkeypatch, capsys):
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "native").symlink_to(native, target_is_directory=True)
     monkeypatch.setenv("DALI_PIPES_CACHE", str(tmp_path / "cache"))
-    code = store_table.main(
-        ["--backends", "dali", "--images", "16", "--batch-size", "8", "--steps", "1",
-         "--warmup", "1", "--rounds", "1", "--size", "32", "--device", "cpu",
-         "--listing-samples", "300", "--worker-batches", "1", "--work", str(tmp_path / "work"),
-         "--scale-dir", str(tmp_path / "scale"), "--json", str(out)])
+    with bounded(900):  # a hang fails the test
+        code = store_table.main(
+            ["--backends", "dali", "--images", "16", "--batch-size", "8", "--steps", "1",
+             "--warmup", "1", "--rounds", "1", "--size", "32", "--device", "cpu",
+             "--listing-samples", "300", "--worker-batches", "1", "--work", str(tmp_path / "work"),
+             "--scale-dir", str(tmp_path / "scale"), "--json", str(out)])
     printed = capsys.readouterr()
     assert code == 0, printed.err[-3000:]
     report = json.loads(out.read_text())
