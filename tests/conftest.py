@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -105,7 +106,8 @@ def bounded(seconds: float) -> Iterator[None]:
     """A bound on a script's main run in the test process (where a subprocess would have had
     a timeout): past `seconds`, every thread's traceback is printed and the process exits,
     which fails the test (pytest-xdist reports its worker as crashed) instead of hanging."""
-    faulthandler.dump_traceback_later(seconds, exit=True)
+    # the process's own stderr: pytest's capture replaces sys.stderr with a file without a fd
+    faulthandler.dump_traceback_later(seconds, exit=True, file=sys.__stderr__)
     try:
         yield
     finally:
