@@ -7,9 +7,14 @@ The server is multiprocessing's forkserver, started on first use with those modu
 preloaded; it never runs a loader or touches CUDA, so every child starts clean. A child's
 stdout and stderr go to files, which the parent follows while the child lives: there is no
 pipe for a chatty child to fill, and the wait ends when the child does.
+
+A round that writes nothing, to stdout or stderr, for `STALL_S` seconds (no step, no
+progress line) is taken for a hang: it is killed and fails with a line saying so, and the
+benchmark goes on with the other rows.
 """
 from __future__ import annotations
 
+import codecs
 import importlib
 import importlib.util
 import json
@@ -25,6 +30,13 @@ from pathlib import Path
 
 PRELOAD = ["torch", "torchvision", "nvidia.dali", "bench.run_one"]
 POLL_S = 0.05
+STALL_S = 600.0  # silence, in seconds, after which a round is stopped
+STALLED = 124  # the exit code of a stopped round (as timeout(1) has it)
+
+
+def stalled_line(seconds: float) -> str:
+    """The line a stopped round's stderr ends with."""
+    return f"stopped: no output for {seconds:.0f} s (a hang?)"
 
 
 def _context():
@@ -77,12 +89,13 @@ def _events(lines: list[str], on_step, found: dict) -> None:
             found["result"] = event
 
 
-def run_measure(argv: list[str], on_step, entry: str = "bench.run_one"
-                ) -> tuple[dict | None, int, str] | None:
+def run_measure(argv: list[str], on_step, entry: str = "bench.run_one",
+                stall_s: float = STALL_S) -> tuple[dict | None, int, str] | None:
     """Run `main(argv)` of the module `entry` (run_one's by default) in a process forked
     from the server; return (its result event, exit code, stderr text), or None where there
     is no fork server (the caller then starts a fresh interpreter). `on_step(done)` follows
-    the child's step events."""
+    the child's step events; a child silent for `stall_s` seconds is killed (exit code
+    STALLED)."""
     context = _context()
     if context is None:
         return None
@@ -97,46 +110,77 @@ def run_measure(argv: list[str], on_step, entry: str = "bench.run_one"
             return None
         found: dict = {}
         partial = ""
+        heard, size = time.monotonic(), -1
         with open(out) as stream:
             while True:
                 alive = proc.is_alive()  # before reading: nothing written after is missed
-                partial += stream.read()
+                chunk = stream.read()
+                partial += chunk
                 *lines, partial = partial.split("\n")
                 _events(lines, on_step, found)
                 if not alive:
                     break
+                if chunk or err.stat().st_size != size:
+                    heard, size = time.monotonic(), err.stat().st_size
+                elif time.monotonic() - heard > stall_s:
+                    proc.kill()
+                    proc.join()
+                    return found.get("result"), STALLED, (
+                        err.read_text(errors="replace") + "\n" + stalled_line(stall_s))
                 time.sleep(POLL_S)
         _events([partial], on_step, found)
         proc.join()
         return found.get("result"), proc.exitcode, err.read_text(errors="replace")
 
 
-def run_round(argv: list[str], on_step, entry: str = "bench.run_one"
-              ) -> tuple[dict | None, int, str]:
+def run_round(argv: list[str], on_step, entry: str = "bench.run_one",
+              stall_s: float = STALL_S) -> tuple[dict | None, int, str]:
     """One measuring round of the script `entry` (run_one's by default) with `argv`: forked
     from the server where there is one, else the script in a fresh interpreter. Returns (its
-    result event, exit code, stderr text)."""
-    launched = run_measure(argv, on_step, entry)
+    result event, exit code, stderr text); a round silent for `stall_s` seconds is stopped."""
+    launched = run_measure(argv, on_step, entry, stall_s)
     if launched is not None:
         return launched
     script = importlib.util.find_spec(entry).origin
-    return run_child([sys.executable, str(script), *argv], on_step)
+    return run_child([sys.executable, str(script), *argv], on_step, stall_s)
 
 
-def run_child(cmd: list[str], on_step) -> tuple[dict | None, int, str]:
+def run_child(cmd: list[str], on_step, stall_s: float = STALL_S
+              ) -> tuple[dict | None, int, str]:
     """Run one measuring process; return (its result event, exit code, stderr text).
 
     stderr is drained by a thread while stdout is read, so a child that writes a lot to
-    stderr (warnings, a traceback per bad sample) cannot fill the pipe and block.
+    stderr (warnings, a traceback per bad sample) cannot fill the pipe and block. A child
+    silent on both for `stall_s` seconds is killed (exit code STALLED).
     """
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     err_chunks: list[str] = []
-    drain = threading.Thread(target=lambda: err_chunks.extend(iter(
-        lambda: proc.stderr.read(65536), "")), daemon=True)
-    drain.start()
+    heard = [time.monotonic()]
+
+    def drain() -> None:  # what has arrived, as it arrives (a progress line has no newline)
+        decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+        for chunk in iter(lambda: proc.stderr.buffer.read1(65536), b""):
+            err_chunks.append(decode(chunk))
+            heard[0] = time.monotonic()
+
+    def watch() -> None:
+        while proc.poll() is None:
+            if time.monotonic() - heard[0] > stall_s:
+                stopped.set()
+                proc.kill()
+                return
+            time.sleep(POLL_S)
+
+    stopped = threading.Event()
+    threads = [threading.Thread(target=f, daemon=True) for f in (drain, watch)]
+    for thread in threads:
+        thread.start()
     found: dict = {}
     for line in proc.stdout:
+        heard[0] = time.monotonic()
         _events([line], on_step, found)
     code = proc.wait()
-    drain.join()
+    threads[0].join()
+    if stopped.is_set():
+        return found.get("result"), STALLED, "".join(err_chunks) + "\n" + stalled_line(stall_s)
     return found.get("result"), code, "".join(err_chunks)

@@ -3,8 +3,9 @@ our output: RandomResizedCrop 224 + horizontal flip, normalized float32 CHW, 2 w
 
 - "ffcv": FFCV's ImageNet recipe: the folder written once to a .beton (`DatasetWriter`,
   `RGBImageField`, cached next to the data's cache), read by `ffcv.loader.Loader` with
-  `RandomResizedCropRGBImageDecoder`, `RandomHorizontalFlip`, `ToTensor`, `ToTorchImage`,
-  `NormalizeImage` (float32), `order=RANDOM`, `os_cache=True`.
+  `RandomResizedCropRGBImageDecoder`, `RandomHorizontalFlip`, `NormalizeImage` (float32),
+  `ToTensor`, `ToTorchImage` (normalising before the tensor steps, as FFCV can on the
+  CPU), `order=RANDOM`, `os_cache=True`.
 - "spdl": SPDL's pipeline (`spdl.pipeline.PipelineBuilder`): `spdl.io.load_image` (FFmpeg
   decode to RGB) on 2 threads, torchvision v2 crop / flip / normalize, batches aggregated.
 - "torchcodec": `torchcodec.decoders.decode_jpeg` in a DataLoader with 2 workers, then
@@ -225,9 +226,12 @@ def _ffcv_loader(root, batch_size: int, size: int, num_workers: int, dev: torch.
                                             "label": IntField()}, num_workers=num_workers)
         writer.from_indexed_dataset(ImageFolder(str(root)))
     mean, std = np.array(IMAGENET_MEAN) * 255, np.array(IMAGENET_STD) * 255
+    # NormalizeImage before ToTensor: on the CPU it is a compiled (numba) stage, and FFCV
+    # 1.0.2 never finishes planning a compiled stage that follows torch ones (its ImageNet
+    # example normalizes on the GPU, where the stage is torch's)
     pipelines = {"image": [RandomResizedCropRGBImageDecoder((size, size)),
-                           RandomHorizontalFlip(), ToTensor(), ToTorchImage(),
-                           NormalizeImage(mean, std, np.float32)],
+                           RandomHorizontalFlip(), NormalizeImage(mean, std, np.float32),
+                           ToTensor(), ToTorchImage()],
                  "label": [IntDecoder(), ToTensor(), Squeeze()]}
     loader = Loader(str(beton), batch_size=batch_size, num_workers=num_workers,
                     order=OrderOption.RANDOM, os_cache=True, drop_last=False,

@@ -1,7 +1,10 @@
 """bench/launch.py: compare.py's measuring processes forked from a server with torch and
 DALI imported; each still its own process, starting its loaders' workers as a fresh
-interpreter would."""
+interpreter would; a round silent past its bound is stopped, on both paths."""
 import multiprocessing
+import sys
+
+import pytest
 
 from bench.launch import as_fresh_interpreter, run_measure
 from tests.conftest import write_image_folder
@@ -55,3 +58,23 @@ def test_without_a_fork_server_a_round_runs_the_script_in_a_fresh_interpreter(
     result, code, err = launch.run_round(_argv("classic", data), steps.append)
     assert code == 0, err[-2000:]
     assert steps == [2] and result["samples"] == 8
+
+
+def _quiet(seconds: float, every: float, forked: bool, stall_s: float):
+    """quiet_main's round, forked from the server or in a fresh interpreter."""
+    from bench import launch
+    argv = [str(seconds), str(every)]
+    if forked:
+        return launch.run_measure(argv, lambda done: None, "tests.bench.quiet_main", stall_s)
+    return launch.run_child([sys.executable, "-m", "tests.bench.quiet_main", *argv],
+                            lambda done: None, stall_s)
+
+
+@pytest.mark.parametrize("forked", [True, False])
+def test_a_silent_round_is_stopped_and_a_working_one_is_not(forked):
+    from bench.launch import STALLED, stalled_line
+    result, code, err = _quiet(60, 0, forked, stall_s=1.5)  # silent: a hang
+    assert result is None and code == STALLED
+    assert err.rstrip().endswith(stalled_line(1.5))
+    result, code, err = _quiet(3, 0.3, forked, stall_s=1.5)  # a progress line, no newline
+    assert code == 0 and "working" in err and "stopped" not in err
