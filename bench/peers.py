@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import os
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ import torch
 
 from bench.baselines import _DictBatches
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
+from dali_pipes.testing.sample_data import cache_root
 
 PEERS = ("ffcv", "spdl", "torchcodec", "pyav", "decode-ceiling")
 _MODULES = {"ffcv": "ffcv.loader", "spdl": "spdl.io", "torchcodec": "torchcodec.decoders",
@@ -216,9 +216,11 @@ def _ffcv_loader(root, batch_size: int, size: int, num_workers: int, dev: torch.
     )
     from ffcv.writer import DatasetWriter
 
-    key = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:16]
-    beton = Path(os.environ.get("DALI_PIPES_CACHE", Path.home() / ".cache" / "dali_pipes")) \
-        / f"ffcv-{key}.beton"
+    # the folder and its files' names, sizes and times: a changed folder gets a new .beton
+    files = sorted(p for p in Path(root).resolve().rglob("*") if p.is_file())
+    listing = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    key = hashlib.sha256(repr((str(Path(root).resolve()), listing)).encode()).hexdigest()[:16]
+    beton = cache_root() / f"ffcv-{key}.beton"
     if not beton.exists():
         from torchvision.datasets import ImageFolder
         beton.parent.mkdir(parents=True, exist_ok=True)
