@@ -120,8 +120,9 @@ def run_measure(argv: list[str], on_step, entry: str = "bench.run_one",
                 _events(lines, on_step, found)
                 if not alive:
                     break
-                if chunk or err.stat().st_size != size:
-                    heard, size = time.monotonic(), err.stat().st_size
+                now = err.stat().st_size
+                if chunk or now != size:
+                    heard, size = time.monotonic(), now
                 elif time.monotonic() - heard > stall_s:
                     proc.kill()
                     proc.join()

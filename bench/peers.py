@@ -218,7 +218,7 @@ def _ffcv_loader(root, batch_size: int, size: int, num_workers: int, dev: torch.
 
     # the folder and its files' names, sizes and times: a changed folder gets a new .beton
     files = sorted(p for p in Path(root).resolve().rglob("*") if p.is_file())
-    listing = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    listing = [(str(p), st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()]]
     key = hashlib.sha256(repr((str(Path(root).resolve()), listing)).encode()).hexdigest()[:16]
     beton = cache_root() / f"ffcv-{key}.beton"
     if not beton.exists():
