@@ -63,7 +63,7 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse.ArgumentParser that refuses a mistyped option before parsing, naming it and
     the closest known option (exit code 2, as argparse's own errors)."""
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(self, args=None, namespace=None):
         words = list(sys.argv[1:] if args is None else args)
         known = sorted(set(_option_strings(self)))
         name = unknown_option(words, known, self.allow_abbrev)

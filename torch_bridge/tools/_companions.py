@@ -96,10 +96,8 @@ def install_command(torch: str | None, torchvision: str | None, requires: list[s
         that index is unreachable: the same pair from PyPI, without --index-url)".
     """
     paired = torch_for(torchvision, requires) if torchvision else None
-    if paired:
-        pair = (paired, public(torchvision))
-    else:
-        pair = (public(torch), torchvision_for(torch) if torch else None)
+    pair: tuple[str | None, str | None] = (paired, public(torchvision)) if paired else \
+        (public(torch), torchvision_for(torch) if torch else None)
     pins = " ".join(f"{name}=={v}" if v else name
                     for name, v in zip(("torch", "torchvision"), pair, strict=True))
     if not gpu:
