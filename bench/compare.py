@@ -48,9 +48,7 @@ import argparse
 import json
 import os
 import platform
-import re
 import sys
-import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -59,29 +57,17 @@ if __package__ in (None, ""):
 
 from bench.first_run import build_native  # noqa: E402
 from bench.first_run import sample_data as _sample_data  # noqa: E402
-from bench.launch import broken_environment, run_round  # noqa: E402
+from bench.launch import broken_environment  # noqa: E402
 from bench.metrics import LoadMonitor  # noqa: E402
-from bench.report import print_table, speedups, write_json  # noqa: E402
+from bench.report import fit, print_table, speedups, write_json  # noqa: E402
+# BackendFailed, _median and last_error_line are used from here by studies and tests
+from bench.rounds import BackendFailed, _median, last_error_line, run_all  # noqa: E402, F401
 from dali_pipes.cli import ArgumentParser  # noqa: E402
 from torch_bridge import registry  # noqa: E402
 
-METRICS = ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent", "gpu_util_percent",
-           "peak_rss_mb", "cpu_ms_per_sample")
-# the last line of a Python traceback: "pkg.mod.SampleError: sample 3 (...): ..."
-EXCEPTION_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*)\w*(Error|Exception|Exit|Interrupt)(:|$)")
-SPREAD = ("samples_per_s", "cpu_ms_per_sample")  # reported as [min, max] over rounds
-WIDTH = 80  # every line compare.py prints fits in this many columns
-
-
-def fit(text: str) -> str:
-    """`text` wrapped to WIDTH columns, continuation lines indented by two spaces."""
-    return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ",
-                                   break_on_hyphens=False) or line
-                     for line in text.splitlines())
-
 
 def say(text: str) -> None:
-    """A message on stderr, wrapped to WIDTH columns."""
+    """A message on stderr, wrapped to 80 columns."""
     print(fit(text), file=sys.stderr, flush=True)
 
 
@@ -232,113 +218,6 @@ def sample_data(modality: str, sample: str = "default") -> Path:
 def uses_native(backends: list[str]) -> bool:
     """Whether a row runs our DALI graphs (which use the native operators)."""
     return any(b.partition(":")[0] in ("dali", "adapter") for b in backends)
-
-
-def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
-    """One round of one backend in its own process (run_one.py): its result dict.
-
-    Raises:
-        BackendFailed: the child exited non-zero or gave no result; `cause` is the last
-            exception line of its stderr.
-    """
-    name, _, preset = backend.partition(":")
-    cmd = ["--backend", name, "--modality", args.modality, "--data", str(data), "--batch-size",
-           str(args.batch_size), "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--device", device, "--size", str(args.size), "--workers", str(args.workers),
-           "--threads", str(args.threads), "--on-error", getattr(args, "on_error", "raise"),
-           "--prebuilt"]
-    if preset or args.config:
-        cmd += ["--config", preset or args.config]
-    if getattr(args, "recipe", None):
-        cmd += ["--recipe", args.recipe]
-    if getattr(args, "stages", False):
-        cmd.append("--stages")
-    if getattr(args, "options", None):
-        cmd += ["--options", args.options]
-    result, code, err = run_round(cmd, on_step)
-    if code != 0 or result is None:
-        cause = last_error_line(err)
-        if code is not None and code < 0 and cause == "no error output":
-            cause = f"killed by signal {_signal_name(-code)}"
-        raise BackendFailed(backend, code, cause)
-    result.pop("event")
-    result["backend"] = backend
-    return result
-
-
-def _signal_name(number: int) -> str:
-    import signal
-    try:
-        return f"{number} ({signal.Signals(number).name})"
-    except ValueError:
-        return str(number)
-
-
-class BackendFailed(RuntimeError):
-    """A backend's measuring process failed; `cause` is one line saying why."""
-
-    def __init__(self, backend: str, code: int, cause: str):
-        super().__init__(f"backend {backend!r} failed (exit {code}): {cause}")
-        self.backend, self.code, self.cause = backend, code, cause
-
-
-def last_error_line(stderr: str) -> str:
-    """The child's last exception line ("SampleError: sample 3 (/x/a.jpg): ..."), else its
-    last non-empty stderr line, else "no error output"."""
-    lines = [x.strip() for x in stderr.splitlines() if x.strip()]
-    for line in reversed(lines):
-        match = EXCEPTION_LINE.match(line)
-        if match:  # "torch_bridge.errors.SampleError: ..." -> "SampleError: ..."
-            return line[len(match.group(1)):][:300]
-    return lines[-1][:300] if lines else "no error output"
-
-
-def run_all(args, data: Path, device: str, backends: list[str]) -> list[dict]:
-    """Interleaved rounds of every backend; the median result per backend. A backend that
-    fails is reported (one line, on stderr) and left out of later rounds; its row then holds
-    "error" instead of measures. The progress display gets its total, and with it an ETA,
-    once every backend has run a round: the first steps of a first round (the fork server
-    starting, each loader's first build) are far slower than the rest."""
-    from dali_pipes.progress import progress_bar
-
-    rounds: dict[str, list[dict]] = {b: [] for b in backends}
-    failed: dict[str, str] = {}
-    total = args.repeats * len(backends) * args.steps
-    with progress_bar(None, "measuring", unit="steps", transient=True) as bar:
-        for r in range(args.repeats):
-            if r == 1:
-                bar.update(bar.done, total=total)
-            for backend in backends:
-                if backend in failed:
-                    bar.advance(args.steps)
-                    continue
-                base = bar.done
-                bar.print(f"{backend} (round {r + 1} of {args.repeats})")
-                try:
-                    rounds[backend].append(run_backend(
-                        backend, args, data, device,
-                        lambda done, b=base: bar.update(b + done)))
-                except BackendFailed as exc:
-                    failed[backend] = exc.cause
-                    bar.print(fit(f"compare.py: {backend} failed: {exc.cause}"))
-                bar.update(base + args.steps)
-    return [_median(rounds[b]) if b not in failed else {"backend": b, "error": failed[b]}
-            for b in backends]
-
-
-def _median(results: list[dict]) -> dict:
-    import numpy as np
-    out = dict(results[0])
-    for key in METRICS:
-        values = [r[key] for r in results if r.get(key) is not None]
-        out[key] = float(np.median(values)) if values else None
-        if key in SPREAD:
-            out[f"{key}_range"] = [float(min(values)), float(max(values))] if values else None
-    if "stages" in out:  # --stages: the median of each stage too
-        from bench.stages import median_stages
-        out["stages"] = median_stages([r["stages"] for r in results])
-    out["repeats"] = len(results)
-    return out
 
 
 def environment(device: str) -> dict:

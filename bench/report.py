@@ -11,9 +11,10 @@ the table's column) and adds `speed_over_dali` ("<row>": that row over dali).
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
-TABLE_WIDTH = 80
+TABLE_WIDTH = 80  # every line the benchmark prints fits in this many columns
 BACKEND_WIDTH = 16  # longer names (a preset's path) are cut in the table, whole in JSON
 # what each row is, one line each under the table ("dali:<preset>" rows: see `explain`)
 ROWS = {
@@ -29,6 +30,13 @@ ROWS = {
     "pyav": "PyAV decoding the same samples (bench/peers*.py)",
     "decode-ceiling": "whole files decoded by libjpeg-turbo, nothing else: a ceiling",
 }
+
+
+def fit(text: str) -> str:
+    """`text` wrapped to TABLE_WIDTH columns, continuation lines indented by two spaces."""
+    return "\n".join(textwrap.fill(line, TABLE_WIDTH, subsequent_indent="  ",
+                                   break_on_hyphens=False) or line
+                     for line in text.splitlines())
 
 
 def write_json(path: Path, report: dict) -> None:
