@@ -60,8 +60,12 @@ from bench.first_run import sample_data as _sample_data  # noqa: E402
 from bench.launch import broken_environment  # noqa: E402
 from bench.metrics import LoadMonitor  # noqa: E402
 from bench.report import fit, print_table, speedups, write_json  # noqa: E402
-# BackendFailed, _median and last_error_line are used from here by studies and tests
-from bench.rounds import BackendFailed, _median, last_error_line, run_all  # noqa: E402, F401
+from bench.rounds import (  # noqa: E402, F401  (studies and tests use the first three here)
+    BackendFailed,
+    _median,
+    last_error_line,
+    run_all,
+)
 from dali_pipes.cli import ArgumentParser  # noqa: E402
 from torch_bridge import registry  # noqa: E402
 
