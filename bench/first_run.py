@@ -80,7 +80,8 @@ def last_build_s() -> float | None:
 
 def build_native(say: Say) -> None:
     """Compile the native operators missing from the cache (dali_pipes.native.prebuild),
-    announced with the last build's measured time; the time of this build is recorded."""
+    announced with the last build's measured time; the time of a build that made every
+    operator is recorded for the next announcement."""
     from dali_pipes.native.prebuild import prebuild
 
     built = []
@@ -94,8 +95,8 @@ def build_native(say: Say) -> None:
         say(line)
 
     start = time.monotonic()
-    prebuild(say=relay)
-    if built:
+    failed = prebuild(say=relay)
+    if built and not failed:  # a build of every operator: the next estimate
         with contextlib.suppress(OSError):  # a read-only cache: no estimate next time
             _record().parent.mkdir(parents=True, exist_ok=True)
             _record().write_text(json.dumps({"seconds": round(time.monotonic() - start, 1)}))

@@ -165,7 +165,7 @@ def print_table(report: dict, *, console=None, details: bool = False) -> None:
             console.print(_short(f"{r['backend']}: {why}", TABLE_WIDTH), markup=False,
                           highlight=False)
     console.print(f"our DALI loader is: dali's {many}/s over the row's (2.00x faster: twice "
-                  f"the row's).", markup=False, highlight=False)
+                  f"as fast).", markup=False, highlight=False)
     if details:
         print_details(report, console)
 
