@@ -90,8 +90,8 @@ def build_native(say: Say) -> None:
     def relay(line: str) -> None:
         if line.startswith(BUILDING):
             built.append(line)
-            line = f"{BUILDING} (one time" + (
-                f"; the last build here took {before:.0f} s" if before else "") + ") ..."
+            took = "" if before is None else f"; the last build here took {before:.0f} s"
+            line = f"{BUILDING} (one time{took}) ..."
         say(line)
 
     start = time.monotonic()
