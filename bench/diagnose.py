@@ -32,6 +32,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.args import loader_parser  # noqa: E402
+from bench.launch import broken_environment  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -57,6 +58,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    problem = broken_environment()
+    if problem is not None:
+        print(f"diagnose.py: {problem}", file=sys.stderr)
+        return 1
     from bench.diagnosis.loop import run_diagnosis  # torch and DALI: after --help
     from bench.diagnosis.report import print_report
     from bench.report import write_json
