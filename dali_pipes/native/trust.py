@@ -71,9 +71,9 @@ def _link(path: Path, st: os.stat_result) -> str | None:
 def unsafe_folder(folder: Path) -> str | None:
     """None where `folder` is a folder of this user's that only this user (and root) can
     change, through every folder and link on its way; else what is wrong, naming the path."""
-    pending = list(Path(os.getcwd(), folder).parts[1:])  # ".." stays: resolved as we walk
     current, links = Path("/"), 0
     try:
+        pending = list(Path(os.getcwd(), folder).parts[1:])  # ".." stays: resolved as we walk
         problem = _on_the_way(current, os.lstat(current))
         while pending and problem is None:
             part = pending.pop(0)
