@@ -7,9 +7,9 @@ The server is multiprocessing's forkserver, started on first use with those modu
 preloaded (bench/_preload.py: a module that fails to import is left to the child, which
 then fails with its own error); it never runs a loader or touches CUDA, so every child
 starts clean. A server that cannot start or answer makes the round run in a fresh
-interpreter instead. A child's
-stdout and stderr go to files, which the parent follows while the child lives: there is no
-pipe for a chatty child to fill, and the wait ends when the child does.
+interpreter instead. A child's stdout and stderr go to files, which the parent follows
+while the child lives: there is no pipe for a chatty child to fill, and the wait ends when
+the child does.
 
 A round that writes nothing, to stdout or stderr, for `STALL_S` seconds (no step, no
 progress line) is taken for a hang: it is killed and fails with a line saying so, and the
