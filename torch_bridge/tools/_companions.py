@@ -181,7 +181,8 @@ def check_torchvision(found: Imported, torch: str | None, requires: list[str] | 
     if found.error and found.version is None:
         return Check("torchvision", "fail", f"not installed ({found.error})", fix)
     if found.error:
-        why = mismatch or (f"torch {torch} and torchvision {found.version} match by version: "
+        why = mismatch or ("torch does not import" if torch is None else
+                           f"torch {torch} and torchvision {found.version} match by version: "
                            "one is a build for the CPU or another CUDA version, or damaged")
         return Check("torchvision", "fail", f"does not import: {found.error}; {why}", fix)
     if mismatch:
