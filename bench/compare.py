@@ -60,11 +60,12 @@ from bench.first_run import sample_data as _sample_data  # noqa: E402
 from bench.launch import broken_environment  # noqa: E402
 from bench.metrics import LoadMonitor  # noqa: E402
 from bench.report import fit, print_table, speedups, write_json  # noqa: E402
-from bench.rounds import (  # noqa: E402, F401  (studies and tests use the first three here)
+from bench.rounds import (  # noqa: E402, F401  (studies and tests use all but run_all here)
     BackendFailed,
     _median,
     last_error_line,
     run_all,
+    run_backend,
 )
 from dali_pipes.cli import ArgumentParser  # noqa: E402
 from torch_bridge import registry  # noqa: E402
