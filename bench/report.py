@@ -164,8 +164,8 @@ def print_table(report: dict, *, console=None, details: bool = False) -> None:
         if why:
             console.print(_short(f"{r['backend']}: {why}", TABLE_WIDTH), markup=False,
                           highlight=False)
-    console.print(f"our DALI loader is: dali's {many}/s over the row's (2.00x faster: twice "
-                  f"as fast).", markup=False, highlight=False)
+    console.print(f"our DALI loader is: dali's {many}/s over the row's (2.00x: twice "
+                  f"theirs)", markup=False, highlight=False)
     if details:
         print_details(report, console)
 
