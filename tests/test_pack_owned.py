@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import dali_pipes.pack as pack_tool
-from dali_pipes.pack import main, pack
+from dali_pipes.pack import pack
 from dali_pipes.testing.tiny_data import write_image_folder
+from tests.test_pack_resume import _cli
 
 SHARD = 40_000
 
@@ -21,14 +22,6 @@ SHARD = 40_000
 def src(tmp_path_factory) -> Path:
     return write_image_folder(tmp_path_factory.mktemp("pack_owned") / "src", n_images=8,
                               n_classes=2)
-
-
-def _cli(capsys, *argv) -> tuple[int, str]:
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().err
 
 
 def _locks(out: Path) -> list[str]:
