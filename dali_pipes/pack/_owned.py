@@ -61,8 +61,8 @@ def refuse_foreign(out: Path) -> None:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise PackRefused(
             f"{out}: holds {found[0]}{more}, which the pack tool did not write (its files "
-            f"carry \"written_by\": \"dali_pipes.pack\"); the pack tool would replace or "
-            f"delete it: move it out of DST, or pack into another folder")
+            f"carry {json.dumps(MARK)[1:-1]}); the pack tool would replace or delete it: "
+            f"move it out of DST, or pack into another folder")
 
 
 def clean(out: Path, everything: bool) -> list[str]:

@@ -53,8 +53,12 @@ def _is_shard_item(item) -> bool:
         return True
     if not os.path.isdir(text):
         return False
-    entries = list(os.scandir(text))  # shards, and no class folders beside them
-    return any(names_shard(e.name) and e.is_file() for e in entries) and not any(
+    entries = list(os.scandir(text))
+    visible = [e for e in entries if not e.name.startswith(".")]
+    if visible and all(_is_gzip(e.name) and e.is_file() for e in visible):
+        return True  # gzip shards only: shard_sources refuses them by name
+    # shards, and no class folders beside them
+    return any(e.name.endswith(".tar") and e.is_file() for e in entries) and not any(
         e.is_dir() and not e.name.startswith(".") for e in entries)
 
 

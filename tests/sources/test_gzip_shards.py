@@ -58,9 +58,22 @@ def test_lists_patterns_and_folders_of_gzip_shards_are_refused(shards):
     _refused(str(shards), "extra.tgz (and 2 more)")
 
 
+def test_a_folder_with_other_files_beside_a_gzip_archive_is_not_taken_for_shards(tmp_path):
+    """A detection images folder holding a downloaded archive is still an images folder."""
+    from dali_pipes.sources.shard_names import is_shard_data
+    from dali_pipes.testing.sample_detection import tiny
+    images = tiny(tmp_path / "det", 1)
+    _write_gzip_shard(images / "download.tar.gz")
+    assert not is_shard_data(images)
+    loader = make_loader("detection", images, backend="torch", batch_size=2,
+                         reference={"num_workers": 0})
+    assert len(loader) > 0
+
+
 def test_gzip_shards_behind_urls_are_refused_naming_them(shards):
     with RangeServer(shards) as server:
-        _refused(f"{server.url}/train-1.tar.gz", f"{server.url}/train-1.tar.gz")
+        for modality in ("image", "video", "detection"):
+            _refused(f"{server.url}/train-1.tar.gz", f"{server.url}/train-1.tar.gz", modality)
     with MotoS3() as s3:
         import boto3
         client = boto3.client("s3", endpoint_url=s3.endpoint, region_name="us-east-1",
