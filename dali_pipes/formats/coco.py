@@ -85,7 +85,8 @@ def open_coco(path: str | os.PathLike) -> CocoDataset:
     """
     path = os.fspath(path)
     try:
-        raw = open(path, "rb").read()
+        with open(path, "rb") as f:
+            raw = f.read()
     except OSError as exc:
         raise FormatError(path, "file", f"cannot be read ({exc.strerror or exc})") from exc
     return parse_coco(path, raw)
