@@ -237,6 +237,13 @@ def _assemble(path, images, anns, cat_ids, cat_names, digest) -> CocoDataset:
         category_names=cat_names, content_sha256=digest)
 
 
+def empty_polygons(segmentations) -> np.ndarray:
+    """bool (N,): which of N segmentations are an empty polygon list (`[]`), whose masks
+    `decode_masks` gives as all zeros."""
+    return np.fromiter((isinstance(seg, list) and not seg for seg in segmentations),
+                       dtype=bool, count=len(segmentations))
+
+
 def decode_masks(segmentations, height: int, width: int, *, path: str = "<annotations>",
                  ann_ids=None) -> np.ndarray:
     """(N, height, width) uint8 0/1 masks of N segmentations with pycocotools.mask.

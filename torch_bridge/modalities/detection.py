@@ -21,7 +21,7 @@ from dali_pipes.formats.coco import decode_masks
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.pipelines import detection as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
-from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
+from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS, warn_empty_masks
 from dali_pipes.sources.detection_shards import detection_source
 from dali_pipes.stores.options import StoreOptions
 from dali_pipes.stores.select import remote_store
@@ -79,6 +79,8 @@ class DetectionModality(SourceModality):
                                           categories=categories, crowd=crowd,
                                           max_pixels=max_pixels, store=store), data)
         self.multi_source = getattr(self.source, "multi_source", self.multi_source)
+        if masks or semantic:
+            warn_empty_masks(self.source, "masks=True" if masks else "semantic=True")
         self.seed, self.masks, self.train = seed, bool(masks), bool(train)
         self.semantic = bool(semantic)
         if self.semantic and len(self.source.classes) > 254:
