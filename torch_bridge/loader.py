@@ -24,9 +24,6 @@ from torch_bridge.order.state import (
 from torch_bridge.protocols import Engine, Modality
 from torch_bridge.stats import LoaderStats, attach_sizes, check_log_every, format_line, logger
 
-# What a pass yields: a dict of fields, or (with `fields`) a tuple of their tensors
-Batch = dict[str, torch.Tensor] | tuple[torch.Tensor, ...]
-
 
 class Loader:
     """Iterates an EpochPlan through an engine (DALI or torch) and keeps the pass state.
@@ -152,7 +149,7 @@ class Loader:
                 self._engine.close()  # what is in flight may be of the resumed layout
                 self.plan.set_resumed(None)
 
-    def __iter__(self) -> Iterator[Batch]:
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor] | tuple[torch.Tensor, ...]]:
         """One pass: the batches of the current epoch from the current position (dicts;
         with `fields`, tuples of those fields' tensors, in order).
 
@@ -178,7 +175,8 @@ class Loader:
         self._live_pass = token
         return generator
 
-    def _run(self, token: _Pass) -> Iterator[Batch]:
+    def _run(self, token: _Pass
+             ) -> Iterator[dict[str, torch.Tensor] | tuple[torch.Tensor, ...]]:
         stats, log_every = self._stats, self.log_every
         run = stats.begin(token.epoch, token.start, len(self._guard.skipped))
         finished = False

@@ -45,9 +45,10 @@ class DetectionModality(SourceModality):
     large-scale jitter instead of the crop), `min_box_size` (boxes narrower or lower than
     this many output pixels are dropped and counted in "dropped_boxes", default 1),
     `crowd` ("drop", default, or "keep": flagged in "iscrowd"), `masks` (True: "masks"
-    uint8 (B, N, H, W)), `semantic` (True: "semantic" uint8 (B, H, W), label + 1 of the
-    last annotation covering each pixel, 0 background, 255 padding) and `max_pixels` (as
-    for images). `loader.classes` holds the
+    uint8 (B, N, H, W); an annotation whose segmentation is empty, `[]`, gets an all-zero
+    mask, and the loader warns once naming each such file and count), `semantic` (True:
+    "semantic" uint8 (B, H, W), label + 1 of the last annotation covering each pixel, 0
+    background, 255 padding) and `max_pixels` (as for images). `loader.classes` holds the
     category names in label order; `source.category_ids` their COCO ids.
     `data` may also be WebDataset shards of `<key>.<image ext>` + `<key>.json` (that image's
     COCO annotations) with `categories.json` beside them or `categories` (a list of COCO
