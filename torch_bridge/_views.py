@@ -12,15 +12,32 @@ they list is the plan's for the loader's current epoch.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
 
 if TYPE_CHECKING:
-    from torch_bridge.loader import Loader
     from torch_bridge.order.plan import EpochPlan
     from torch_bridge.protocols import Modality
+
+
+class Loader(Protocol):
+    """What the views read of `torch_bridge.loader.Loader` (declared here: the loader
+    imports this module)."""
+
+    plan: EpochPlan
+    epoch: int
+
+    def __len__(self) -> int: ...
+
+    def set_epoch(self, epoch: int) -> None: ...
+
+    @property
+    def classes(self) -> list[str]: ...
+
+    @property
+    def class_to_idx(self) -> dict[str, int]: ...
 
 
 class DatasetView:
