@@ -140,8 +140,9 @@ def test_two_workers_resume_on_one_with_every_sample_once(elastic_runs, backend)
     assert sorted(before + after["epochs"]["1"]) == list(range(N_IMAGES))
 
 
-def test_ray_listens_on_loopback_only(elastic_runs):
-    """Every socket a process of the local Ray listens on (servers, workers) is on 127.0.0.1."""
+def test_ray_listens_on_loopback_only(local_ray):
+    """Every socket the local Ray's processes listen on (its servers, agents and workers) is
+    on 127.0.0.1."""
     ray_processes = psutil.Process().children(recursive=True)
     assert any("raylet" in p.name() for p in ray_processes)
     listening = {(p.name(), c.laddr.ip) for p in ray_processes
