@@ -6,12 +6,12 @@ still hand some of them to a second worker, which then starts an instance of its
 picks free ports and a session folder per instance, and `address="local"` never joins
 another one.
 
-`elastic_runs` trains twice: 2 workers through one epoch and a part of the next, rank 0
-saving both backends' loader states in a `ray.train.Checkpoint`; then 1 worker, handed that
-checkpoint through `train_loop_config`, finishing the epoch. The training functions are in
-ray_train_loops.py (Ray's workers import it). A test of another kind of data (object storage
-read inside the trainer) adds its server fixture beside `tiny_images` and its training
-function in ray_train_loops.py, and reuses `local_ray` and `fit`.
+The TorchTrainer test trains twice: 2 workers through one epoch and a part of the next,
+rank 0 saving both backends' loader states in a `ray.train.Checkpoint`; then 1 worker,
+handed that checkpoint through `train_loop_config`, finishing the epoch. The training
+functions are in ray_train_loops.py (Ray's workers import it). A test of another kind of
+data (object storage read inside the trainer) adds its server fixture beside `tiny_images`
+and its training function in ray_train_loops.py, and reuses `local_ray` and `fit`.
 """
 from __future__ import annotations
 
@@ -97,47 +97,47 @@ def fit(tmp: Path, name: str, train_loop, config: dict, *, workers: int, trainer
     return result, records
 
 
-@pytest.fixture(scope="module")
-def elastic_runs(local_ray, tiny_images, tmp_path_factory):
-    """The 2-worker run (feed / DataLoader workers forked inside Ray's workers) and the
-    1-worker run resumed from its checkpoint: their records."""
-    tmp = tmp_path_factory.mktemp("ray_train")
-    config = {"data": str(tiny_images), "backends": list(BACKENDS), "batch_size": BATCH,
-              "seed": SEED, "epochs": 2}
-    first, two = fit(tmp, "two_workers", ray_train_loops.record_epochs,
-                     {**config, "stop_after": STOP_AFTER, "workers": 1}, workers=2)
-    assert first.checkpoint is not None
-    _, one = fit(tmp, "one_worker", ray_train_loops.record_epochs,
-                 {**config, "resume": first.checkpoint}, workers=1)
-    return two, one
-
-
 def _plan(rank: int, world_size: int) -> EpochPlan:
     return EpochPlan(N_IMAGES, BATCH, seed=SEED, shuffle=True, rank=rank,
                      world_size=world_size)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_workers_take_disjoint_shares_of_every_sample(elastic_runs, backend):
-    two, _ = elastic_runs
+def test_torch_trainer_shards_by_rank_and_resumes_on_one_worker(local_ray, tiny_images,
+                                                                tmp_path):
+    """Both backends in each worker. 2 workers (one feed / DataLoader worker forked inside
+    each): epoch 0 in disjoint shares, the ranks Ray's; then one batch of epoch 1 and rank
+    0's checkpoint. 1 worker handed that checkpoint through train_loop_config: the rest of
+    epoch 1, so that the two runs give each sample of it exactly once. (One test, not one
+    per check: pytest-xdist could steal a part and train again in a second Ray.)"""
+    config = {"data": str(tiny_images), "backends": list(BACKENDS), "batch_size": BATCH,
+              "seed": SEED, "epochs": 2}
+    first, two = fit(tmp_path, "two_workers", ray_train_loops.record_epochs,
+                     {**config, "stop_after": STOP_AFTER, "workers": 1}, workers=2)
+    assert first.checkpoint is not None
+    _, one = fit(tmp_path, "one_worker", ray_train_loops.record_epochs,
+                 {**config, "resume": first.checkpoint}, workers=1)
+    for backend in BACKENDS:
+        _check_shares(two, backend)
+        _check_exactly_once(two, one[0]["backends"][backend], backend)
+
+
+def _check_shares(two: dict, backend: str) -> None:
     seen = {rank: record["backends"][backend]["epochs"]["0"] for rank, record in two.items()}
     for rank, record in two.items():
         assert record["process_group"]  # TorchTrainer's: where make_loader found the ranks
         assert record["train_ranks"] == [rank, 2]
-        assert record["backends"][backend]["plan"] == [rank, 2]
-        assert seen[rank] == _plan(rank, 2).rank_indices(0).tolist()
-    assert sorted(seen[0] + seen[1]) == list(range(N_IMAGES))
+        assert record["backends"][backend]["plan"] == [rank, 2], backend
+        assert seen[rank] == _plan(rank, 2).rank_indices(0).tolist(), backend
+    assert sorted(seen[0] + seen[1]) == list(range(N_IMAGES)), (backend, seen)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_two_workers_resume_on_one_with_every_sample_once(elastic_runs, backend):
-    two, one = elastic_runs
+def _check_exactly_once(two: dict, after: dict, backend: str) -> None:
     before = [i for record in two.values() for i in record["backends"][backend]["epochs"]["1"]]
-    assert len(before) == 2 * STOP_AFTER * BATCH
-    after = one[0]["backends"][backend]
-    assert after["plan"] == [0, 1]
-    assert list(after["epochs"]) == ["1"]  # the resumed epoch, then nothing: epochs=2
-    assert sorted(before + after["epochs"]["1"]) == list(range(N_IMAGES))
+    assert len(before) == 2 * STOP_AFTER * BATCH, backend
+    assert after["plan"] == [0, 1], backend
+    assert list(after["epochs"]) == ["1"], backend  # the resumed epoch, then none: epochs=2
+    assert sorted(before + after["epochs"]["1"]) == list(range(N_IMAGES)), (backend, before,
+                                                                            after)
 
 
 def test_ray_listens_on_loopback_only(local_ray):
