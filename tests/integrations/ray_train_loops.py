@@ -89,3 +89,17 @@ def _report(states: dict, rank: int) -> None:
             torch.save(states, os.path.join(folder, STATE_FILE))
             checkpoint = ray.train.Checkpoint.from_directory(folder)
         ray.train.report({"rank": rank}, checkpoint=checkpoint)
+
+
+def tune_trial(config: dict) -> None:
+    """A Ray Tune trial (one process, where Ray Train's context is refused) reporting its
+    loader's rank, world size and the samples of one epoch."""
+    import ray.tune
+
+    from torch_bridge import make_loader
+
+    loader = make_loader("image", config["data"], backend="torch", batch_size=2, size=16,
+                         reference={"num_workers": 0})
+    seen = sum(len(batch["index"]) for batch in loader)
+    ray.tune.report({"rank": loader.plan.rank, "world_size": loader.plan.world_size,
+                     "samples": seen})

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
@@ -177,7 +178,7 @@ def test_ranks_from_ray_context_without_a_process_group(local_ray, tiny_images, 
 
 def test_train_ranks_outside_ray_train(monkeypatch):
     """No Ray Train worker, no ranks: with ray.train not imported (never imported by it),
-    and in a process that imported it (this one, or a Ray driver)."""
+    and in a process that imported it (this one, as a Ray driver)."""
     monkeypatch.delitem(sys.modules, "ray.train", raising=False)
     assert train_ranks() is None
     assert "ray.train" not in sys.modules
@@ -185,6 +186,34 @@ def test_train_ranks_outside_ray_train(monkeypatch):
     _import_ray(monkeypatch)
     import ray.train  # noqa: F401
     assert train_ranks() is None
+
+
+def test_train_ranks_declines_ray_train_1():
+    """Ray Train 1 answers rank 0 of 1 outside a training function, with a warning: it is not
+    asked (a fresh process, where ray.train loads as Ray Train 1; warnings are errors)."""
+    code = ("import warnings; warnings.simplefilter('error'); import ray.train; "
+            "from torch_bridge.integrations.ray import train_ranks; "
+            "assert train_ranks() is None; print('declined')")
+    env = {**os.environ, **RAY_ENV, "RAY_TRAIN_V2_ENABLED": "0",
+           "PYTHONPATH": str(REPO)}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0 and "declined" in run.stdout, run.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_loader_in_a_ray_tune_trial(local_ray, tiny_images, tmp_path):
+    """Inside a Tune trial Ray Train's get_context() raises DeprecationWarning: make_loader
+    takes rank 0 of 1 there and reads the whole data set."""
+    from ray import tune
+
+    tuner = tune.Tuner(ray_train_loops.tune_trial, param_space={"data": str(tiny_images)},
+                       run_config=tune.RunConfig(name="tune",
+                                                 storage_path=str(tmp_path / "ray_storage")))
+    [result] = list(tuner.fit())
+    assert result.error is None, result.error
+    assert result.metrics["rank"] == 0 and result.metrics["world_size"] == 1
+    assert result.metrics["samples"] == N_IMAGES
 
 
 @pytest.mark.slow
