@@ -3,8 +3,8 @@
 One Ray instance serves the module (`local_ray`: 2 CPUs, its servers on 127.0.0.1 only,
 stopped at the end), and every Ray test is in this module. pytest-xdist's worksteal may
 still hand some of them to a second worker, which then starts an instance of its own: Ray
-picks free ports and a session folder per instance, and `address="local"` never joins
-another one.
+picks free ports, each instance has its own temporary folder, and `address="local"` never
+joins another one.
 
 The TorchTrainer test trains twice: 2 workers through one epoch and a part of the next,
 rank 0 saving both backends' loader states in a `ray.train.Checkpoint`; then 1 worker,
@@ -19,8 +19,10 @@ import importlib.util
 import json
 import os
 import runpy
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -61,18 +63,23 @@ def _import_ray(env: pytest.MonkeyPatch):
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """`ray`, initialised: a local instance with 2 CPUs on 127.0.0.1, no dashboard, quiet;
-    its workers import this checkout's torch_bridge and tests (PYTHONPATH)."""
+    """`ray`, initialised: a local instance with 2 CPUs on 127.0.0.1, no dashboard, quiet,
+    in a session folder of its own; its workers import this checkout's torch_bridge and
+    tests (PYTHONPATH)."""
     root = str(Path(torch_bridge.__file__).resolve().parents[1])
+    # its own session folder, removed at the end; short, as Ray's socket paths must be
+    temp = tempfile.mkdtemp(prefix="ray-")
     with pytest.MonkeyPatch.context() as env:
         ray = _import_ray(env)
         env.setenv("PYTHONPATH", os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
         ray.init(address="local", num_cpus=2, _node_ip_address="127.0.0.1",
-                 include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+                 include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+                 _temp_dir=temp)
         try:
             yield ray
         finally:
             ray.shutdown()
+            shutil.rmtree(temp)
 
 
 @pytest.fixture(scope="module")
