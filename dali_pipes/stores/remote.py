@@ -12,10 +12,12 @@ that cannot be written is bypassed with one warning. The file system object is
 made per process (after a fork too) on first use, so a store pickles into DataLoader workers
 and DALI's parallel external_source workers and each opens its own connections.
 
-Folders behind URLs: `list_objects` lists every object under a prefix, with sizes and
-versions, in one listing call (`fs.find(..., detail=True)`), and `read_object` reads a whole
-listed object through the same retries, timeouts and block cache. HTTP(S) servers have no
-listing an fsspec file system can rely on, so `list_objects` refuses them.
+Folders behind URLs: `list` lists every object under a prefix, with sizes and versions, in
+one listing call (`fs.find(..., detail=True)`); `read_range` with the listed (size, version)
+reads without a stat, through the same retries, timeouts and block cache. HTTP(S) servers
+have no listing an fsspec file system can rely on, so `list` refuses them (`glob` reads
+the `.tar` links of a shard folder's page instead). A missing object is a `MissingObject`
+(a `StoreError` and a `FileNotFoundError`).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from dali_pipes.stores import Entry
 from dali_pipes.stores.block_cache import DEFAULT_BLOCK, BlockCache
 from dali_pipes.stores.remote_read import (
     ObjectChanged,
@@ -38,7 +41,7 @@ from dali_pipes.stores.remote_read import (
     version_of,
 )
 
-__all__ = ["FsspecStore", "ObjectChanged", "StoreError", "is_url"]
+__all__ = ["FsspecStore", "MissingObject", "ObjectChanged", "StoreError", "is_url"]
 
 
 class StoreError(OSError):
@@ -53,6 +56,16 @@ class StoreError(OSError):
 
     def __reduce__(self):
         return rebuilt, (type(self), str(self), self.__dict__)
+
+
+class MissingObject(StoreError, FileNotFoundError):
+    """A remote object that does not exist (404, NoSuchKey): a FileNotFoundError too."""
+
+
+def store_error(url: str, what: str, exc: BaseException, attempts: int) -> StoreError:
+    """The StoreError of a failed request (a MissingObject for a 404)."""
+    cls = MissingObject if status(exc) == 404 else StoreError
+    return cls(url, what, exc, attempts)
 
 
 def is_url(path) -> bool:
@@ -72,11 +85,14 @@ class FsspecStore:
         timeout: seconds each request may take.
     """
 
+    supports_listing = True  # but not of http(s) folders: see `list`
+
     def __init__(self, *, storage_options: dict | None = None, cache_dir: str | None = None,
                  cache_limit: int | None = None, retries: int = 3, backoff: float = 0.2,
                  timeout: float = 30.0, block_size: int = DEFAULT_BLOCK):
         self.storage_options = dict(storage_options or {})
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
+        self.cache_dir = cache_dir
         self.cache = (BlockCache(cache_dir, limit=cache_limit, block_size=block_size)
                       if cache_dir else None)
         self._fs: dict[str, Any] = {}
@@ -96,28 +112,20 @@ class FsspecStore:
         self._stats[url] = stat
         return stat
 
-    def read_range(self, url: str, offset: int, size: int) -> np.ndarray:
-        """`size` bytes of `url` from `offset` (uint8), of the version its stat recorded
-        (ObjectChanged otherwise); EOFError when the object is shorter."""
-        total, version = self.stat(url)
-        if offset + size > total:
-            raise EOFError(f"{url}: bytes {offset}..{offset + size} requested, the "
-                           f"object has {total}")
-        return self._read(url, version, total, offset, size)
-
-    def read_listed_range(self, url: str, size: int, version: int, offset: int, count: int
-                          ) -> np.ndarray:
-        """Bytes `offset..offset + count` (uint8) of `url`, known from a listing to hold
-        `size` bytes at `version`: no stat asked (for readers of many small ranges of each
-        object: cube windows, members of shards). EOFError, naming the object and the
-        range, when the range passes the listed size or the server returns fewer bytes;
-        ObjectChanged when the object is no longer that version."""
-        if offset < 0 or count < 0 or offset + count > size:
-            raise EOFError(f"{url}: bytes {offset}..{offset + count} requested, the object "
-                           f"was listed with {size}")
-        if count == 0:
+    def read_range(self, url: str, offset: int, size: int,
+                   stat: tuple[int, int] | None = None) -> np.ndarray:
+        """`size` bytes of `url` from `offset` (uint8), of the version `stat` (the (size,
+        version) a listing gave) or this store's own stat recorded (ObjectChanged
+        otherwise); EOFError, naming the object and the range, when the range passes its
+        size or the server returns fewer bytes. With `stat`, no stat is asked (readers of
+        many small ranges: cube windows, members of shards)."""
+        total, version = (int(stat[0]), int(stat[1])) if stat is not None else self.stat(url)
+        if offset < 0 or size < 0 or offset + size > total:
+            raise EOFError(f"{url}: bytes {offset}..{offset + size} requested, the object "
+                           f"has {total}")
+        if size == 0:
             return np.zeros(0, np.uint8)
-        return self._read(url, version, size, offset, count)
+        return self._read(url, version, total, offset, size)
 
     def _read(self, url: str, version: int, total: int, offset: int, size: int
               ) -> np.ndarray:
@@ -146,7 +154,7 @@ class FsspecStore:
         found = self._call(pattern, "list", lambda fs, path: fs.glob(path))
         return sorted(p if "://" in p else f"{protocol}://{p}" for p in found)
 
-    def list_objects(self, url: str) -> list[tuple[str, int, int]]:
+    def list(self, url: str) -> list[Entry]:
         """(URL, size, version) of every object under the folder `url`, at any depth, in
         sorted order, from one listing call (`fs.find` with details: no stat per object).
 
@@ -165,17 +173,8 @@ class FsspecStore:
             if info.get("type", "file") != "file":
                 continue
             full = path if "://" in path else f"{protocol}://{path.lstrip('/')}"
-            out.append((full, int(info["size"]), version_of(info)))
+            out.append(Entry(full, int(info["size"]), version_of(info)))
         return sorted(out)
-
-    def read_object(self, url: str, size: int, version: int) -> np.ndarray:
-        """The whole object `url` (uint8), known from a listing to hold `size` bytes at
-        `version`: through the block cache when there is one (no stat asked). EOFError,
-        naming the URL, when the object no longer holds `size` bytes; ObjectChanged when
-        it is no longer that version."""
-        if not size:
-            return np.zeros(0, np.uint8)
-        return self._read(url, version, size, 0, size)
 
     def _fetch(self, url: str, start: int, end: int, version: int) -> bytes:
         protocol = url.split("://", 1)[0]
@@ -192,7 +191,7 @@ class FsspecStore:
                 raise
             except Exception as exc:
                 if not transient(exc) or attempt == self.retries:
-                    raise StoreError(url, what, exc, attempt + 1) from exc
+                    raise store_error(url, what, exc, attempt + 1) from exc
             time.sleep(self.backoff * 2 ** attempt)
         raise AssertionError("unreachable")
 
@@ -211,8 +210,10 @@ class FsspecStore:
 
 
 def _with_timeouts(protocol: str, options: dict, timeout: float) -> dict:
-    """Storage options with a per-request timeout and fsspec's own retries off (ours count)."""
+    """Storage options with a per-request timeout, fsspec's own retries off (ours count) and
+    no listings cache (a stat after a listing must see the object as it is now)."""
     out = dict(options)
+    out.setdefault("use_listings_cache", False)
     if protocol in ("s3", "s3a"):
         config = dict(out.get("config_kwargs") or {})
         config.setdefault("connect_timeout", timeout)
