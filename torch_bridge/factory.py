@@ -111,7 +111,7 @@ def make_loader(modality: str, data: Any, *,
     if len(mod) == 0:  # e.g. an annotations file listing no images
         raise ValueError(f"make_loader({modality!r}): {_describe(data, modality_options)} "
                          f"holds no samples")
-    rank, world_size = _resolve_rank(rank, world_size)
+    rank, world_size = _resolve_rank(rank, world_size, samples=len(mod))
     sampler = sampler_for(sampling, min_per_source, source=mod.source,
                           multi_source=isinstance(data, (list, tuple)),
                           batch_size=batch_size, shuffle=shuffle, repeats=repeats,

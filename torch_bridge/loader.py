@@ -2,7 +2,6 @@
 it)."""
 from __future__ import annotations
 
-import os
 import weakref
 from collections.abc import Callable, Iterator
 from time import perf_counter_ns
@@ -10,8 +9,10 @@ from typing import Any
 
 import torch
 
+from dali_pipes.launch_env import local_rank
 from torch_bridge.errors import SampleGuard, Skipped
 from torch_bridge.order.plan import EpochPlan
+from torch_bridge.order.ranks import resolve_ranks
 from torch_bridge.order.state import (
     STATE_VERSION,
     fingerprint,
@@ -297,14 +298,13 @@ def _fingerprint(order: dict[str, Any]) -> str:
     return fingerprint(order)
 
 
-def _resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    if rank is not None and world_size is not None:
-        return rank, world_size
+def _resolve_rank(rank: int | None, world_size: int | None, *,
+                  samples: int | None = None) -> tuple[int, int]:
+    """torch_bridge.order.ranks.resolve_ranks, with the process group when there is one."""
+    group = None
     if torch.distributed.is_available() and torch.distributed.is_initialized():
-        found = torch.distributed.get_rank(), torch.distributed.get_world_size()
-    else:
-        found = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    return (found[0] if rank is None else rank), (found[1] if world_size is None else world_size)
+        group = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return resolve_ranks(rank, world_size, group=group, samples=samples)
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -323,18 +323,18 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return dev
 
 
-def _local_gpu(count: int | None = None, local: str | None = None) -> int:
+def _local_gpu(count: int | None = None, local: int | str | None = None) -> int:
     """The GPU a plain "cuda" means. One visible GPU (the SLURM / Kubernetes way:
     CUDA_VISIBLE_DEVICES names one GPU per process): that one, whatever LOCAL_RANK says.
     Several: LOCAL_RANK under torchrun (one GPU per process on a node), else the current
     device. `count` / `local` default to torch.cuda.device_count() / $LOCAL_RANK."""
     count = torch.cuda.device_count() if count is None else count
-    local = os.environ.get("LOCAL_RANK") if local is None else local
     if count == 1:
         return 0
+    local = local_rank() if local is None else local
     if local is None:
         return torch.cuda.current_device()
-    if not local.isdigit() or int(local) >= count:
+    if not str(local).isdigit() or int(local) >= count:
         raise ValueError(f"LOCAL_RANK={local!r} does not name one of this process's {count} "
                          f"visible GPU(s); pass device='cuda:N', set CUDA_VISIBLE_DEVICES to "
                          f"one GPU per process, or start fewer processes per node")

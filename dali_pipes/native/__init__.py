@@ -7,7 +7,8 @@ compiler, no CUDA headers, a failed build, or DALI_PIPES_NATIVE=0); `why_not(nam
 says why. Callers keep a graph of DALI's own operators for that case, so a missing compiler
 costs speed (and the exact agreement with torchvision, docs/native_ops.md), never a failed
 loader. The first build prints one line; later processes load the cached file once it
-matches the size and sha256 recorded beside it (`builder`). The cache key is the source, the
+matches the size, sha256 and key recorded beside it and both files, and the folders on the
+way, are this user's alone (`builder`, `folders`, `trust`). The cache key is the source, the
 shared header dp_op.h, the DALI version, the compiler and its flags, so a new DALI or an
 edited source builds anew.
 
@@ -23,7 +24,7 @@ import os
 import sys
 import threading
 
-from dali_pipes.native.builder import SOURCES, build, cache_dir
+from dali_pipes.native.builder import SOURCES, BuildSkipped, build, cache_dir
 
 # the libraries (sources NAME.cc) the graphs may ask for
 OPERATORS = ("resize_op", "policy_op", "photometric_op", "decode_crop_op")
@@ -76,8 +77,10 @@ def library(name: str) -> str | None:
                 path = _build_and_load(name)
             except Exception as e:  # any failure falls back to DALI's own operators
                 _reasons[name] = f"{type(e).__name__}: {e}"
-                print(f"dali_pipes: native operator {name} unavailable, using DALI's own "
-                      f"operators instead ({_reasons[name].splitlines()[0]})", file=sys.stderr)
+                if not isinstance(e, BuildSkipped):  # that one was said once, at the timeout
+                    print(f"dali_pipes: native operator {name} unavailable, using DALI's own "
+                          f"operators instead ({_reasons[name].splitlines()[0]})",
+                          file=sys.stderr)
                 path = None
         _loaded[name] = path
         return path

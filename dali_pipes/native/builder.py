@@ -1,18 +1,22 @@
-"""Compiling a native operator into the cache, bounded in time, and verifying a cached file
-before DALI maps it.
+"""Compiling a native operator, bounded in time, and checking a library before DALI maps it.
 
-`build(name)` returns the path of `lib<name>.so` under `cache_dir()/<key>/`, the key hashing
-the source, the shared headers (`*.h` here), the DALI version, the compiler and its flags.
-A cached library is used only if it matches its sidecar `lib<name>.so.sha256` (size and
-sha256, written after the library): a truncated file (a full disk, a half-synced shared
-home) would otherwise kill the process with SIGBUS when DALI loads it; on a mismatch the
-library is built anew. Builds write per-process temporary names and rename them into place
-(the library, then the sidecar), so concurrent first builds never expose a partial file.
+`build(name)` returns the path of `lib<name>.so` in a folder only this user can change
+(`folders.build_folder`: `cache_dir()/<key>/` where it may be used), the key hashing the
+source, the shared headers (`*.h` here), the DALI version, the compiler and its flags. A
+library is handed out only where it and its sidecar `lib<name>.so.sha256` are this user's
+files that nobody else can write, and the sidecar (written after the library) records its
+size, its sha256 and the key it was built from (`mismatch`): a truncated file (a full disk,
+a half-synced shared home) would kill the process with SIGBUS when DALI loads it, and a
+file someone else could write would run their code; otherwise the library is built anew.
+Builds write per-process temporary names and rename them into place (the library, then the
+sidecar), so concurrent first builds never expose a partial file.
 
 The compiler runs in its own process group with a time limit (`DALI_PIPES_BUILD_TIMEOUT`
 seconds, default 120); past it the whole group is killed (a compiler's children too) and
 the build fails, so the caller falls back to DALI's own operators instead of stalling the
-first batch. `DALI_PIPES_CXX` (else `CXX`, else g++, c++, clang++) names the compiler.
+first batch; every later build of the process is skipped (`BuildSkipped`), so a hung
+compiler costs one timeout, not one per operator. `DALI_PIPES_CXX` (else `CXX`, else g++,
+c++, clang++) names the compiler.
 """
 from __future__ import annotations
 
@@ -23,24 +27,31 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
+
+from dali_pipes.native.folders import build_folder, private_folder
+from dali_pipes.native.folders import cache_dir as cache_dir  # where it always was
+from dali_pipes.native.trust import read_own, unsafe_folder
 
 SOURCES = Path(__file__).resolve().parent
 BUILD_TIMEOUT_S = 120.0  # default of DALI_PIPES_BUILD_TIMEOUT
 BUILD_S = 8.0  # about one operator's compile time on one core (g++ -O3, DALI's headers)
+# the sidecar's format, part of the key: another format gets other folders, so processes of
+# an older version never build over this one's files, nor this one over theirs
+_SIDECAR = b"size sha256 sources"
 _FLAGS = ("-std=c++20", "-O3", "-fPIC", "-shared", "-ffp-contract=off")
 _CUDA_HEADERS = ("cuda_runtime_api.h", "crt/host_config.h", "nv/target")
 # operators that need a system library: (its header, the linker options, the package)
 _SYSTEM_LIBS = {"decode_crop_op": ("jpeglib.h", ("-ljpeg",),
                                    "libjpeg-turbo's development files, e.g. "
                                    "apt-get install libjpeg62-turbo-dev")}
+_stopped: list[str] = []  # the first build of this process that ran out of time
+_stop_lock = threading.Lock()
 
 
-def cache_dir() -> Path:
-    """$DALI_PIPES_CACHE/native, or ~/.cache/dali-pipes/native (beside the sample data)."""
-    root = os.environ.get("DALI_PIPES_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "dali-pipes")
-    return Path(root) / "native"
+class BuildSkipped(RuntimeError):
+    """A build not tried: an earlier one in this process ran out of time (said once)."""
 
 
 def build_timeout() -> float:
@@ -105,14 +116,17 @@ def _system_lib(name: str, cxx: str, timeout: float) -> list[str]:
     header, link, package = _SYSTEM_LIBS[name]
     code, _ = _run_bounded([cxx, "-fsyntax-only", "-x", "c++", "-"], timeout,
                            stdin=f"#include <cstdio>\n#include <{header}>\n".encode())
+    if code is None:
+        raise _stop(f"looking for {header} (native operator {name})", timeout)
     if code != 0:
         raise RuntimeError(f"no {header} for the compiler (install {package})")
     return list(link)
 
 
 def _key(src: Path, options: list[str]) -> str:
-    """The cache key: the source, the shared headers, the DALI version, the compiler and
-    its options."""
+    """The sources' digest (the cache key; its first 16 digits name the folder): the source,
+    the shared headers, the DALI version, the compiler and its options, the sidecar's
+    format."""
     import nvidia.dali as dali
 
     h = hashlib.sha256(src.read_bytes())
@@ -120,63 +134,60 @@ def _key(src: Path, options: list[str]) -> str:
         h.update(b"\0" + header.name.encode() + b"\0" + header.read_bytes())
     h.update(dali.__version__.encode())
     h.update("\0".join(options).encode())
-    return h.hexdigest()[:16]
+    h.update(b"\0" + _SIDECAR)
+    return h.hexdigest()
 
 
-def _digest(path: Path) -> str:
-    """'SIZE SHA256' of a file (the sidecar's contents). No loop here: DALI's AutoGraph,
-    tracing the graphs that ask for a library, rewrites loops in what they call into code
-    that fails (NameError), which turned every native operator off."""
-    data = path.read_bytes()  # a library of a few MB
-    return f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+def _record(data: bytes, sources: str) -> str:
+    """The sidecar's line of a library's bytes built from the sources' digest `sources`."""
+    return f"{len(data)} {hashlib.sha256(data).hexdigest()} {sources}"
 
 
 def _sidecar(lib: Path) -> Path:
     return lib.with_name(lib.name + ".sha256")
 
 
-def verified(lib: Path) -> bool:
-    """Whether `lib` exists and matches the size and sha256 its sidecar recorded."""
+def mismatch(lib: Path, sources: str) -> str | None:
+    """Why `lib` may not be loaded, or None: its folder must be this user's alone
+    (`trust.unsafe_folder`), the library and its sidecar this user's files that nobody else
+    can write, and the sidecar must record the library's size and sha256 and the digest of
+    the `sources` it was built from."""
+    problem = unsafe_folder(lib.parent)
+    if problem:
+        return problem
     try:
-        return lib.is_file() and _sidecar(lib).read_text().strip() == _digest(lib)
-    except OSError:
-        return False
+        recorded = read_own(_sidecar(lib)).decode(errors="replace").strip()
+        data = read_own(lib)
+    except OSError as e:
+        return f"{e.filename}: {e.strerror}" if e.strerror else str(e)
+    if recorded != _record(data, sources):
+        return (f"{lib}: does not match the size and sha256 recorded beside it (truncated "
+                f"or damaged), or was built from other sources")
+    return None
 
 
-def _cached(lib: Path, name: str) -> bool:
-    """Whether the cached `lib` can be loaded; a line on stderr when it is there but does
-    not match its sidecar."""
-    if verified(lib):
+def verified(lib: Path, sources: str) -> bool:
+    """Whether `lib` may be loaded (`mismatch`)."""
+    return mismatch(lib, sources) is None
+
+
+def _cached(lib: Path, name: str, sources: str) -> bool:
+    """Whether the cached `lib` can be loaded; a line on stderr when it is there but may
+    not be."""
+    problem = mismatch(lib, sources)
+    if problem is None:
         return True
-    if lib.exists():
-        print(f"dali_pipes: cached native operator {name} ({lib}) does not match its recorded "
-              f"size and sha256 (truncated or damaged); building it anew", file=sys.stderr)
+    if os.path.lexists(lib):
+        print(f"dali_pipes: cached native operator {name} is not loaded ({problem}); "
+              f"building it anew", file=sys.stderr)
     return False
 
 
-def _fallback(key: str) -> Path:
-    """Where the library of `key` goes when the cache cannot be written."""
-    return Path(tempfile.gettempdir()) / f"dali-pipes-native-{os.getuid()}" / key
-
-
-def _folder(key: str) -> Path:
-    """The cache folder of `key`, created; where the cache cannot be written (a read-only
-    home, say), this user's temporary folder instead (`_fallback`)."""
-    folder = cache_dir() / key
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
-    except OSError as e:
-        alt = _fallback(key)
-        print(f"dali_pipes: cannot write {cache_dir()} ({e.strerror}); building in {alt}",
-              file=sys.stderr)
-        alt.mkdir(parents=True, exist_ok=True)
-        return alt
-
-
-def _plan(name: str) -> tuple[Path, list[str], float]:
-    """(the cached library's path, the compile command without "-o", the time limit) of
-    `name`; RuntimeError saying why it cannot be built here."""
+def _plan(name: str) -> tuple[str, list[str], float]:
+    """(the sources' digest, the compile command without "-o", the time limit) of `name`;
+    RuntimeError saying why it cannot be built here (BuildSkipped after a timeout)."""
+    if _stopped:
+        raise BuildSkipped(f"not built: {_stopped[0]} earlier in this process")
     src = SOURCES / f"{name}.cc"
     if not src.is_file():
         raise RuntimeError(f"no source {src}")
@@ -189,40 +200,47 @@ def _plan(name: str) -> tuple[Path, list[str], float]:
         raise RuntimeError("no CUDA toolkit headers (cuda_runtime_api.h, crt/, nv/ under "
                            "CUDA_HOME/include or /usr/local/cuda/include)")
     options = _options(cxx, cuda_inc) + _system_lib(name, cxx, timeout)
-    lib = cache_dir() / _key(src, options) / f"lib{name}.so"
-    return lib, [*options[:1], str(src), *options[1:]], timeout
+    return _key(src, options), [*options[:1], str(src), *options[1:]], timeout
 
 
 def is_cached(name: str) -> bool:
-    """Whether `build(name)` would find a verified library, in the cache or in the folder
-    it falls back to (no compiling); RuntimeError saying why it cannot be built here."""
-    lib = _plan(name)[0]
-    if verified(lib):
-        return True
-    try:  # as `_folder`: the fallback is used only when the cache cannot be written
-        lib.parent.mkdir(parents=True, exist_ok=True)
-        return False
-    except OSError:
-        return verified(_fallback(lib.parent.name) / lib.name)
+    """Whether `build(name)` would find a library it may load, in the cache or in the
+    folder it falls back to (no compiling); RuntimeError saying why it cannot be built
+    here."""
+    sources = _plan(name)[0]
+    folder = build_folder(sources, say=False)
+    return folder is not None and verified(folder / f"lib{name}.so", sources)
 
 
 def build(name: str, rebuild: bool = False, *, announce: bool = True) -> str:
-    """The verified cached library's path, compiling it first if needed (or if `rebuild`);
-    RuntimeError saying why not. `announce` False leaves out the "building" line (a caller
-    that reports progress itself)."""
-    lib, command, timeout = _plan(name)
-    if not rebuild and _cached(lib, name):
-        return str(lib)
-    folder = _folder(lib.parent.name)
-    if folder != lib.parent:
-        lib = folder / lib.name
-        if not rebuild and _cached(lib, name):
-            return str(lib)
-    _compile(name, command, lib, timeout, announce)
+    """The path of a library of `name` that may be loaded (`mismatch`), compiling it first
+    if needed (or if `rebuild`); RuntimeError saying why not. `announce` False leaves out
+    the "building" line (a caller that reports progress itself)."""
+    sources, command, timeout = _plan(name)
+    lib = (build_folder(sources) or private_folder(sources)) / f"lib{name}.so"
+    if rebuild or not _cached(lib, name, sources):
+        _compile(name, command, lib, sources, timeout, announce)
+        problem = mismatch(lib, sources)
+        if problem:
+            raise RuntimeError(f"built {lib}, which then did not check out: {problem}")
     return str(lib)
 
 
-def _compile(name: str, command: list[str], lib: Path, timeout: float,
+def _stop(what: str, timeout: float) -> RuntimeError:
+    """The error of `what` having taken over `timeout` s. The first in this process also
+    stops every later build in it (`_plan`), saying so in one line: a compiler that hangs
+    would hang again, and each operator would wait its own timeout in turn."""
+    why = f"{what} took over {timeout:g} s (DALI_PIPES_BUILD_TIMEOUT)"
+    with _stop_lock:
+        first = not _stopped
+        _stopped.append(why)
+    if first:
+        print(f"dali_pipes: {why}; the compiler was stopped, and no other native operator "
+              f"is built in this process (DALI's own operators instead)", file=sys.stderr)
+    return RuntimeError(why)
+
+
+def _compile(name: str, command: list[str], lib: Path, sources: str, timeout: float,
              announce: bool = True) -> None:
     """Run `command` + "-o TEMP" and rename TEMP to `lib`, then write its sidecar the same
     way; RuntimeError (the compiler's last lines, or the timeout) otherwise."""
@@ -235,16 +253,15 @@ def _compile(name: str, command: list[str], lib: Path, timeout: float,
     try:
         code, output = _run_bounded([*command, "-o", tmp], timeout)
         if code is None:
-            print(f"dali_pipes: building native operator {name} took over {timeout:g} s "
-                  f"(DALI_PIPES_BUILD_TIMEOUT); the compiler was stopped", file=sys.stderr)
-            raise RuntimeError(f"building {name} took over {timeout:g} s "
-                               f"(DALI_PIPES_BUILD_TIMEOUT)")
+            raise _stop(f"building native operator {name}", timeout)
         if code != 0:
             tail = "\n".join(output.strip().splitlines()[-15:])
             raise RuntimeError(f"{command[0]} failed (exit {code}) on {command[1]}:\n{tail}")
-        digest = _digest(Path(tmp))
-        with open(side_tmp, "w") as f:
-            f.write(digest + "\n")
+        os.chmod(tmp, 0o755)  # the linker's mode follows the umask: nobody else may write
+        record = _record(read_own(Path(tmp)), sources)
+        side = os.open(side_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(side, "w") as f:
+            f.write(record + "\n")
         # atomic renames (concurrent builders each write their own temporary files); the
         # sidecar after the library, so a reader never trusts a library it does not describe
         os.replace(tmp, lib)

@@ -11,7 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dali_pipes.sources.remote_folders import Objects
-from dali_pipes.sources.shard_names import folder_shards, is_shard_data, names_shard_files
+from dali_pipes.sources.shard_names import (
+    GZIP_SUFFIXES,
+    folder_shards,
+    is_shard_data,
+    names_shard_files,
+)
 from dali_pipes.stores import Store
 from dali_pipes.stores.select import can_list, store_paths
 
@@ -46,9 +51,21 @@ def data_layout(data, store: Store) -> Layout:
         listed = [[tuple(e) for e in store.list(p)] for p in paths]
     except ValueError:  # a folder this store cannot list (http(s)): not listed here
         return Layout(False)
-    if any(folder_shards(p, store, found) for p, found in zip(paths, listed, strict=True)):
+    if any(folder_shards(p, store, found) or _only_gzip(p, found)
+           for p, found in zip(paths, listed, strict=True)):
         return Layout(True)
     return Layout(False, listed)  # type: ignore[arg-type]
+
+
+def _only_gzip(folder: str, listed) -> bool:
+    """Whether the visible objects of `folder` are all gzip-compressed shards directly in
+    it (the shard sources refuse them by name; an images folder that also holds a
+    downloaded archive stays an images folder)."""
+    prefix = folder.rstrip("/") + "/"
+    names = [p[len(prefix):] for p, _, _ in listed if p.startswith(prefix)]
+    visible = [n for n in names if not any(part.startswith(".") for part in n.split("/"))]
+    return bool(visible) and all("/" not in n and n.lower().endswith(GZIP_SUFFIXES)
+                                 for n in visible)
 
 
 def _linked_shards(url: str, store: Store) -> bool:

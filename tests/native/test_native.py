@@ -56,12 +56,16 @@ def test_builds_once_into_the_cache_then_loads(first_build):
     assert Path(path).is_relative_to(folder) and "building native operator" in err
     again, _, err2 = _probe({"DALI_PIPES_CACHE": str(folder)})
     assert again == path and "building" not in err2  # the cached file, no second build
-    # no temporary file left; the library and its sidecar (size and sha256)
+    # no temporary file left; the library and its sidecar (size, sha256, sources' digest)
     assert sorted(p.name for p in Path(path).parent.iterdir()) == [
         "libpolicy_op.so", "libpolicy_op.so.sha256"]
-    size, digest = Path(path + ".sha256").read_text().split()
+    size, digest, sources = Path(path + ".sha256").read_text().split()
     assert int(size) == Path(path).stat().st_size
     assert digest == hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    assert sources[:16] == Path(path).parent.name
+    # folders only this user can enter, a library nobody else can write
+    modes = [Path(p).stat().st_mode & 0o777 for p in (Path(path).parent, path)]
+    assert modes == [0o700, 0o755]
 
 
 def test_a_truncated_cached_file_is_built_anew_not_loaded(first_build, tmp_path):
@@ -75,10 +79,11 @@ def test_a_truncated_cached_file_is_built_anew_not_loaded(first_build, tmp_path)
     damaged.write_bytes(whole[: len(whole) // 2])
     again, why, err = _probe({"DALI_PIPES_CACHE": str(copy)})
     assert again == str(damaged) and why is None
-    assert "does not match its recorded size and sha256" in err
+    assert "does not match the size and sha256 recorded beside it" in err
     assert "building native operator" in err
     assert damaged.stat().st_size > len(whole) // 2 and damaged.read_bytes()[:4] == b"\x7fELF"
-    assert native.builder.verified(damaged)
+    sources = Path(f"{damaged}.sha256").read_text().split()[2]
+    assert native.builder.verified(damaged, sources)
 
 
 def test_the_shared_header_is_part_of_the_cache_key(tmp_path, monkeypatch):
@@ -146,6 +151,37 @@ def test_a_compiler_that_never_returns_is_stopped_with_its_children(tmp_path):
                 os.kill(int(f.read_text()), 9)
 
 
+_RECORDING_HANGING_CXX = """#!/bin/sh
+echo "$@" >> "$0.calls"
+exec sleep 600
+"""
+
+
+def test_after_one_timeout_no_other_operator_is_built(tmp_path):
+    """A compiler that never returns costs one timeout per process, not one per operator:
+    after the first, no other build (nor the libjpeg check) runs, and stderr says so once."""
+    if not native.enabled():
+        pytest.skip("DALI_PIPES_NATIVE is off")
+    fake = tmp_path / "hanging-cxx"
+    fake.write_text(_RECORDING_HANGING_CXX)
+    fake.chmod(0o755)
+    code = ("from dali_pipes import native\nfor n in native.OPERATORS:\n"
+            "    print(repr((native.library(n), native.why_not(n))))")
+    env = {**os.environ, "DALI_PIPES_CXX": str(fake), "DALI_PIPES_BUILD_TIMEOUT": "1",
+           "DALI_PIPES_CACHE": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600, cwd=ROOT, env=env)
+    assert run.returncode == 0, run.stderr
+    assert len((tmp_path / "hanging-cxx.calls").read_text().splitlines()) == 1
+    assert run.stderr.count("took over") == 2  # the timeout, the loader's line for it
+    assert run.stderr.count("no other native operator is built in this process") == 1
+    outcomes = [eval(line) for line in run.stdout.strip().splitlines()[-4:]]
+    assert [path for path, _ in outcomes] == [None] * 4
+    first = f"building native operator {native.OPERATORS[0]} took over 1 s"
+    assert outcomes[0][1] == f"RuntimeError: {first} (DALI_PIPES_BUILD_TIMEOUT)"
+    assert all(why.startswith(f"BuildSkipped: not built: {first}") for _, why in outcomes[1:])
+
+
 def test_a_bad_build_timeout_is_named(monkeypatch):
     monkeypatch.setenv("DALI_PIPES_BUILD_TIMEOUT", "soon")
     with pytest.raises(RuntimeError, match="DALI_PIPES_BUILD_TIMEOUT='soon' is not a positive"):
@@ -161,7 +197,9 @@ def test_an_unwritable_cache_builds_in_the_temporary_folder(tmp_path):
            "TMPDIR": str(tmp_path / "tmp")}
     path, why, err = _probe(env)
     assert why is None and path, err
-    assert Path(path).is_relative_to(tmp_path / "tmp") and "cannot write" in err
+    mine = tmp_path / "tmp" / f"dali-pipes-native-{os.getuid()}"
+    assert Path(path).is_relative_to(mine) and "cannot write" in err
+    assert mine.stat().st_uid == os.getuid() and mine.stat().st_mode & 0o777 == 0o700
     # the prebuild step sees it there too (so it does not announce a build)
     cached = subprocess.run([sys.executable, "-c", "from dali_pipes.native.builder import "
                              "is_cached; print(is_cached('policy_op'))"],

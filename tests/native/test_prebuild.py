@@ -63,3 +63,19 @@ def test_turned_off_builds_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("DALI_PIPES_NATIVE", "0")
     lines: list[str] = []
     assert prebuild(say=lines.append) == {} and lines == []
+
+
+def test_a_hung_compiler_costs_one_timeout_not_one_per_operator(tmp_path, monkeypatch, capfd):
+    """The first check or build that runs out of time stops the others of the process."""
+    from dali_pipes.native import builder
+
+    _compiler(tmp_path, '#!/bin/sh\necho "$@" >> "$0.calls"\nexec sleep 600\n', monkeypatch)
+    monkeypatch.setenv("DALI_PIPES_BUILD_TIMEOUT", "1")
+    monkeypatch.setattr(builder, "_stopped", [])  # this process's builds go on afterwards
+    lines: list[str] = []
+    failed = prebuild(native.OPERATORS, say=lines.append, jobs=1)
+    assert len((tmp_path / "cxx.calls").read_text().splitlines()) == 1
+    assert sorted(failed) == sorted(native.OPERATORS)
+    assert sum("took over 1 s" in why for why in failed.values()) == len(failed)
+    assert capfd.readouterr().err.count("no other native operator is built") == 1
+    assert all(len(line) <= 80 for line in lines), lines
