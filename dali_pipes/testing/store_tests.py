@@ -58,7 +58,7 @@ class StoreTests:
         store = self.store()
         stat = (next(tuple(e)[1:] for e in store.list(path.rsplit("/", 1)[0])
                      if tuple(e)[0] == path) if self.lists else store.stat(path))
-        got = store.read_range(path, 5, 300, tuple(stat))
+        got = store.read_range(path, 5, 300, (int(stat[0]), int(stat[1])))
         assert got.tobytes() == PAYLOAD[5:305]
 
     def test_stat_gives_the_size_and_an_int_version(self, put):
