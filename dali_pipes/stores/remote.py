@@ -13,8 +13,9 @@ listings alike, is bounded as a whole by the timeout: connection, headers and bo
 the time spent. A read that returns fewer bytes than asked is an `EOFError` naming the URL
 and the range. A server that sends no Content-Length (chunked answers) is asked for an
 object's first byte to learn its size. With `cache_dir`, reads go through a bounded block
-cache (`dali_pipes.stores.block_cache`) keyed by URL and version; a cache that cannot be
-written is bypassed with one warning. The file system object is
+cache (`dali_pipes.stores.block_cache`) keyed by URL and version, each block checked against
+its checksum; a cache that cannot be written is bypassed with one warning, and objects
+without a validator (no ETag, no Last-Modified) are not cached. The file system object is
 made per process (after a fork too) on first use, so a store pickles into DataLoader workers
 and DALI's parallel external_source workers and each opens its own connections.
 
@@ -36,6 +37,7 @@ import numpy as np
 from dali_pipes.stores.block_cache import DEFAULT_BLOCK, BlockCache
 from dali_pipes.stores.bounded import BoundedFileSystem
 from dali_pipes.stores.remote_read import (
+    NO_VERSION,
     ObjectChanged,
     RangeMismatch,
     cause,
@@ -143,8 +145,9 @@ class FsspecStore:
                 raise EOFError(f"{url}: bytes {start}..{end} requested, got {len(data)} "
                                f"(the object changed since it was listed with {total} bytes)")
             return data
-        if self.cache is not None:
-            return self.cache.read(url, version, total, offset, size, fetch)
+        if self.cache is not None:  # an object without validators is never cached
+            return self.cache.read(url, None if version == NO_VERSION else version, total,
+                                   offset, size, fetch)
         return np.frombuffer(fetch(offset, offset + size), np.uint8).copy()
 
     def open(self, url: str):
