@@ -6,16 +6,24 @@ timeout, the whole far past it). Settings are attributes, changed while it runs.
 from __future__ import annotations
 
 import http.client
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit
+
+import numpy as np
+import pytest
+
+from tests.stores.servers import MotoS3, RangeServer
 
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
 
-class Proxy:
-    """Forwards GET and HEAD to `upstream` (http://host:port) and answers the client.
+class Proxy(RangeServer):
+    """Forwards GET and HEAD to `upstream` (http://host:port) and answers the client (the
+    range server's loopback server, its own answers replaced by the upstream's).
 
     Attributes:
         shift: added to both ends of each Range forwarded upstream (the answer keeps the
@@ -29,37 +37,15 @@ class Proxy:
     """
 
     def __init__(self, upstream: str):
+        super().__init__(Path("."))
         self.upstream = urlsplit(upstream).netloc
         self.shift, self.ignore_range, self.chunked = 0, False, False
         self.drop: set[str] = set()
         self.trickle: tuple[float, int] | None = None
         self.trickle_head = False
-        proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):  # quiet
-                pass
-
-            def do_GET(self):
-                proxy._forward(self)
-
-            def do_HEAD(self):
-                proxy._forward(self)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _serve(self, handler, body: bool) -> None:
+        self._forward(handler)
 
     def _request_headers(self, handler) -> dict[str, str]:
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP}
@@ -133,3 +119,36 @@ def put(s3, path, bucket: str) -> str:
     client.create_bucket(Bucket=bucket)
     client.upload_file(str(path), bucket, path.name)
     return f"s3://{bucket}/{path.name}"
+
+
+@contextmanager
+def behind_proxy(kind: str, path: Path, s3) -> Iterator[tuple[dict, str, Proxy]]:
+    """(store options, URL, proxy) of the file `path` served by the range server ("http")
+    or moto's server `s3` ("s3", in a new bucket), through a Proxy."""
+    if kind == "http":
+        with RangeServer(path.parent) as server, Proxy(server.url) as proxy:
+            yield {}, f"{proxy.url}/{path.name}", proxy
+        return
+    url = put(s3, path, f"proxied-{uuid.uuid4().hex[:12]}")
+    with Proxy(s3.endpoint) as proxy:
+        yield {"storage_options": through(s3, proxy)}, url, proxy
+
+
+def moto_fixture():
+    """A module-scoped pytest fixture: moto's S3 server (servers.MotoS3), running."""
+    @pytest.fixture(scope="module")
+    def moto():
+        with MotoS3() as s3:
+            yield s3
+    return moto
+
+
+def served_fixture(blob: np.ndarray):
+    """A pytest fixture, run for "http" and "s3", giving (store options, URL, proxy) of a
+    file holding `blob` behind a Proxy (it needs a `moto` fixture beside it)."""
+    @pytest.fixture(params=["http", "s3"])
+    def served(request, tmp_path, moto):
+        (tmp_path / "blob.bin").write_bytes(blob.tobytes())
+        with behind_proxy(request.param, tmp_path / "blob.bin", moto) as found:
+            yield found
+    return served

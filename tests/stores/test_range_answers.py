@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import pickle
 import re
-import uuid
 
 import numpy as np
 import pytest
@@ -16,32 +15,16 @@ import pytest
 from dali_pipes.stores.remote import FsspecStore, StoreError
 from dali_pipes.stores.remote_read import RangeMismatch
 from tests.sources.shard_data import write_shards
-from tests.stores.proxy import Proxy, put, through
-from tests.stores.servers import MotoS3, RangeServer
+from tests.stores.proxy import Proxy, moto_fixture, served_fixture
+from tests.stores.servers import RangeServer
 from torch_bridge import make_loader
 
 BLOB = np.random.default_rng(3).integers(0, 256, 5000, dtype=np.uint8)
 ASKED = r": bytes \d+\.\.\d+ requested of an object listed with 5000 bytes; "
 
 
-@pytest.fixture(scope="module")
-def moto():
-    with MotoS3() as s3:
-        yield s3
-
-
-@pytest.fixture(params=["http", "s3"])
-def served(request, tmp_path, moto):
-    """(store options, URL of BLOB, the proxy in front of its server)."""
-    (tmp_path / "srv").mkdir()
-    (tmp_path / "srv" / "blob.bin").write_bytes(BLOB.tobytes())
-    if request.param == "http":
-        with RangeServer(tmp_path / "srv") as server, Proxy(server.url) as proxy:
-            yield {}, f"{proxy.url}/blob.bin", proxy
-        return
-    key = put(moto, tmp_path / "srv" / "blob.bin", f"ranges-{uuid.uuid4().hex[:12]}")
-    with Proxy(moto.endpoint) as proxy:
-        yield {"storage_options": through(moto, proxy)}, key, proxy
+moto = moto_fixture()
+served = served_fixture(BLOB)
 
 
 def _store(options: dict, **kw) -> FsspecStore:

@@ -13,8 +13,7 @@ import pytest
 
 from dali_pipes.stores.remote import FsspecStore, StoreError
 from tests.sources.shard_data import write_shards
-from tests.stores.proxy import Proxy, put, through
-from tests.stores.servers import MotoS3, RangeServer
+from tests.stores.proxy import Proxy, moto_fixture, put, served_fixture, through
 from torch_bridge import SampleError, make_loader
 
 BLOB = np.random.default_rng(5).integers(0, 256, 3000, dtype=np.uint8)
@@ -23,24 +22,8 @@ TIMED_OUT = (r"RequestTimeout: no complete answer after \d+\.\d s \(the store's 
              r"1 s, bounds connection, headers and body together\)")
 
 
-@pytest.fixture(scope="module")
-def moto():
-    with MotoS3() as s3:
-        yield s3
-
-
-@pytest.fixture(params=["http", "s3"])
-def served(request, tmp_path, moto):
-    """(store options, URL of BLOB, the proxy in front of its server)."""
-    (tmp_path / "srv").mkdir()
-    (tmp_path / "srv" / "blob.bin").write_bytes(BLOB.tobytes())
-    if request.param == "http":
-        with RangeServer(tmp_path / "srv") as server, Proxy(server.url) as proxy:
-            yield {}, f"{proxy.url}/blob.bin", proxy
-        return
-    url = put(moto, tmp_path / "srv" / "blob.bin", f"bounds-{uuid.uuid4().hex[:12]}")
-    with Proxy(moto.endpoint) as proxy:
-        yield {"storage_options": through(moto, proxy)}, url, proxy
+moto = moto_fixture()
+served = served_fixture(BLOB)
 
 
 def _store(options: dict, **kw) -> FsspecStore:
