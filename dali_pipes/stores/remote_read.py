@@ -179,7 +179,7 @@ async def _http_get(fs, url: str, start: int, end: int, expected: int, total: in
             answer = expect(url, r.status, r.headers.get("Content-Range"), start, end, total)
             return answer.holds(await r.read())
         except BaseException:
-            r.close()  # cancelled (past the timeout) or refused: the body is not read on
+            r.close()  # past the timeout, or refused: the connection goes, unread
             raise
 
 

@@ -2,7 +2,8 @@
 as a misbehaving server, proxy or CDN might: another byte range than the one asked for (with an
 honest Content-Range), no Content-Range or Content-Length, chunked bodies, Range ignored, no
 validators, or its answer trickled a byte at a time (each byte well inside any socket read
-timeout, the whole far past it). Settings are attributes, changed while it runs."""
+timeout, the whole far past it). Settings are attributes, changed while it runs; the
+fixtures at the end serve one file over HTTP and S3 through it."""
 from __future__ import annotations
 
 import http.client
