@@ -1,14 +1,21 @@
 """The fsspec store: shards behind any fsspec URL (`s3://`, `gs://`, `https://`, ...).
 
-Byte-range reads, each bounded by a timeout, checked against the object's version recorded
-at listing (`dali_pipes.stores.remote_read`: a replaced object raises `ObjectChanged` naming
-it) and retried with exponential backoff on transient failures (timeouts, resets, HTTP
+Byte-range reads, checked against the object's version recorded at listing
+(`dali_pipes.stores.remote_read`: a replaced object raises `ObjectChanged` naming it) and
+against the range asked for (an answer holding other bytes, by its Content-Range, or of an
+object of another size than listed raises `RangeMismatch` naming the URL and both ranges),
+and retried with exponential backoff on transient failures (timeouts, resets, HTTP
 5xx/408/429); a permanent failure (404/NoSuchKey/NoSuchBucket, 403/AccessDenied, a refused
 connection) is not retried, and it or the last failed attempt raises `StoreError` naming the
-URL, the status where there is one, and the attempts. A read that returns fewer bytes than
-asked is an `EOFError` naming the URL and the range. With `cache_dir`, reads go through a
-bounded block cache (`dali_pipes.stores.block_cache`) keyed by URL and version; a cache
-that cannot be written is bypassed with one warning. The file system object is
+URL, the status where there is one, and the attempts. Each request, reads, stats and
+listings alike, is bounded as a whole by the timeout: connection, headers and body together
+(`dali_pipes.stores.bounded`), so a server trickling its answer fails as a timeout naming
+the time spent. A read that returns fewer bytes than asked is an `EOFError` naming the URL
+and the range. A server that sends no Content-Length (chunked answers) is asked for an
+object's first byte to learn its size. With `cache_dir`, reads go through a bounded block
+cache (`dali_pipes.stores.block_cache`) keyed by URL and version, each block checked against
+its checksum; a cache that cannot be written is bypassed with one warning, and objects
+without a validator (no ETag, no Last-Modified) are not cached. The file system object is
 made per process (after a fork too) on first use, so a store pickles into DataLoader workers
 and DALI's parallel external_source workers and each opens its own connections.
 
@@ -31,11 +38,15 @@ import numpy as np
 
 from dali_pipes.stores import Entry
 from dali_pipes.stores.block_cache import DEFAULT_BLOCK, BlockCache
+from dali_pipes.stores.bounded import BoundedFileSystem
 from dali_pipes.stores.remote_read import (
+    NO_VERSION,
     ObjectChanged,
+    RangeMismatch,
     cause,
     get_range,
     rebuilt,
+    sized,
     status,
     transient,
     version_of,
@@ -107,7 +118,9 @@ class FsspecStore:
         after it checks that its answer is still that version."""
         if url in self._stats:
             return self._stats[url]
-        info = self._call(url, "stat", lambda fs, path: fs.info(path))
+        protocol = url.split("://", 1)[0]
+        info = self._call(url, "stat",
+                          lambda fs, path: sized(fs, protocol, url, fs.info(path)))
         stat = int(info["size"]), version_of(info)
         self._stats[url] = stat
         return stat
@@ -130,7 +143,7 @@ class FsspecStore:
     def _read(self, url: str, version: int, total: int, offset: int, size: int
               ) -> np.ndarray:
         def fetch(start: int, end: int) -> bytes:
-            data = self._fetch(url, start, end, version)
+            data = self._fetch(url, start, end, version, total)
             if len(data) == total != end - start:  # Range ignored: the whole object came
                 warnings.warn(f"{url}: the server ignores byte ranges and sends the whole "
                               f"object ({total} bytes) for each read; reads stay correct "
@@ -140,8 +153,9 @@ class FsspecStore:
                 raise EOFError(f"{url}: bytes {start}..{end} requested, got {len(data)} "
                                f"(the object changed since it was listed with {total} bytes)")
             return data
-        if self.cache is not None:
-            return self.cache.read(url, version, total, offset, size, fetch)
+        if self.cache is not None:  # an object without validators is never cached
+            return self.cache.read(url, None if version == NO_VERSION else version, total,
+                                   offset, size, fetch)
         return np.frombuffer(fetch(offset, offset + size), np.uint8).copy()
 
     def open(self, url: str):
@@ -176,18 +190,18 @@ class FsspecStore:
             out.append(Entry(full, int(info["size"]), version_of(info)))
         return sorted(out)
 
-    def _fetch(self, url: str, start: int, end: int, version: int) -> bytes:
+    def _fetch(self, url: str, start: int, end: int, version: int, total: int) -> bytes:
         protocol = url.split("://", 1)[0]
         return self._call(url, f"read of bytes {start}..{end}",
                           lambda fs, path: get_range(fs, protocol, url, path, start, end,
-                                                     version))
+                                                     version, total))
 
     def _call(self, url: str, what: str, work: Callable[[Any, str], Any]) -> Any:
         fs, path = self._filesystem(url)
         for attempt in range(self.retries + 1):
             try:
                 return work(fs, path)
-            except ObjectChanged:
+            except (ObjectChanged, RangeMismatch):  # the answer is wrong, not failed
                 raise
             except Exception as exc:
                 if not transient(exc) or attempt == self.retries:
@@ -202,15 +216,17 @@ class FsspecStore:
             self._fs = {"pid": os.getpid()}
         if protocol not in self._fs:
             options = _with_timeouts(protocol, self.storage_options, self.timeout)
-            self._fs[protocol] = fsspec.filesystem(protocol, **options)
+            fs = fsspec.filesystem(protocol, **options)
             if protocol in ("s3", "s3a"):
-                self._fs[protocol].retries = 1  # s3fs's own retries off: ours count
+                fs.retries = 1  # s3fs's own retries off: ours count
+            self._fs[protocol] = BoundedFileSystem(fs, self.timeout)
         fs = self._fs[protocol]
         return fs, (url if protocol in ("http", "https") else fs._strip_protocol(url))
 
 
 def _with_timeouts(protocol: str, options: dict, timeout: float) -> dict:
-    """Storage options with a per-request timeout, fsspec's own retries off (ours count) and
+    """Storage options with the clients' own timeouts (each connection and socket read; the
+    whole request is bounded by `BoundedFileSystem`), fsspec's retries off (ours count) and
     no listings cache (a stat after a listing must see the object as it is now)."""
     out = dict(options)
     out.setdefault("use_listings_cache", False)
