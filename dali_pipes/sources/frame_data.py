@@ -21,10 +21,10 @@ from dali_pipes.sources.frame_stores import (
 from dali_pipes.sources.layout import data_layout
 from dali_pipes.sources.shard_names import flatten, shard_sources
 from dali_pipes.sources.shard_walk import WALK_CHUNK
-from dali_pipes.sources.store_file import ObjectBytes
 from dali_pipes.sources.video import VIDEO_EXTENSIONS
 from dali_pipes.sources.video_frames import FrameFolderSource, is_frame_folder_tree
 from dali_pipes.stores import Store
+from dali_pipes.stores.object_file import ObjectBytes
 from dali_pipes.stores.select import open_store, store_paths
 
 

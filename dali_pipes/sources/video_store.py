@@ -1,7 +1,7 @@
 """Videos that are objects in a store (`s3://.../class/video.mp4`) or members of tar shards:
 probed once each, then read clip by clip with byte ranges.
 
-Each video is an `ObjectBytes` (`dali_pipes.sources.store_file`): (URL, base offset, size)
+Each video is an `ObjectBytes` (`dali_pipes.stores.object_file`): (URL, base offset, size)
 in a store whose `read_range` applies its retries, timeouts and block cache. The first use of
 a video probes it (`probe_file`): the container's header and index are read and kept in
 memory for later opens; for MP4 only the index is read (the packets' bytes are skipped), for
@@ -30,7 +30,7 @@ from dali_pipes.formats.video import (
     probe_file,
     remux_segment,
 )
-from dali_pipes.sources.store_file import ObjectBytes
+from dali_pipes.stores.object_file import ObjectBytes
 
 KEPT_OBJECTS = 32  # videos whose header stays in memory
 

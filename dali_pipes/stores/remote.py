@@ -39,6 +39,7 @@ import numpy as np
 from dali_pipes.stores import Entry
 from dali_pipes.stores.block_cache import DEFAULT_BLOCK, BlockCache
 from dali_pipes.stores.bounded import BoundedFileSystem
+from dali_pipes.stores.object_file import ObjectBytes
 from dali_pipes.stores.remote_read import (
     NO_VERSION,
     ObjectChanged,
@@ -159,8 +160,11 @@ class FsspecStore:
         return np.frombuffer(fetch(offset, offset + size), np.uint8).copy()
 
     def open(self, url: str):
-        """A read-only file object (for walking a shard's tar headers once)."""
-        return self._call(url, "open", lambda fs, path: fs.open(path, "rb"))
+        """A read-only, seekable file object over the object (for walking a shard's tar
+        headers once), reading through `read_range` in 64 KiB chunks: each request bounded
+        as a whole, its answer checked and its version compared, as every read is."""
+        size, version = self.stat(url)
+        return ObjectBytes(self, url, size, stat=(size, version)).open()
 
     def glob(self, pattern: str) -> list[str]:
         """URLs matching `pattern`, sorted."""

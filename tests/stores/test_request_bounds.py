@@ -59,9 +59,9 @@ def test_a_trickled_listing_is_stopped(moto, tmp_path):
         proxy.trickle = TRICKLE
         with pytest.raises(StoreError, match=re.escape(folder) + r": list failed after 1 "
                                              "attempt: " + TIMED_OUT):
-            store.list_objects(folder)
+            store.list(folder)
         proxy.trickle = None
-        assert [u for u, _, _ in store.list_objects(folder)] == [url]
+        assert [u for u, _, _ in store.list(folder)] == [url]
 
 
 def test_s3_shards_trickled_after_the_listing_fail_naming_the_shard(
