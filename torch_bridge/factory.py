@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
@@ -31,7 +31,8 @@ def make_loader(modality: str, data: Any, *,
                 min_per_source: int | None = None, repeats: int = 3,
                 order: Literal["global", "shards"] = "global",
                 shard_window: int | None = None, log_every: int | None = None,
-                store: Store | None = None, **modality_options: Any) -> Loader:
+                fields: Sequence[str] | None = None, store: Store | None = None,
+                **modality_options: Any) -> Loader:
     """A drop-in iterable of batch dicts (`dict[str, torch.Tensor]`) for a training loop.
 
     Every option is checked when the loader is made: a value of the wrong type
@@ -79,6 +80,8 @@ def make_loader(modality: str, data: Any, *,
             mixes batches better, smaller reads fewer shards at a time.
         log_every: one line of `loader.stats()` per N batches through `logging` (logger
             "torch_bridge", level INFO); None: no lines.
+        fields: batch field names, e.g. ("image", "label"): each batch is then a tuple of
+            those fields' tensors, in order (`for images, target in loader`); None: dicts.
         store: any object satisfying `dali_pipes.stores.Store` (listing, stat, byte-range
             reads, open): every listing and read of `data` goes through it, and `data` is
             a path (or paths) in its namespace. None: local files, or the built-in fsspec
@@ -120,7 +123,7 @@ def make_loader(modality: str, data: Any, *,
                      rank=rank, world_size=world_size, sampler=sampler)
     engine = _engine(backend, mod, plan, dev, guard, config=config, reference=reference)
     return Loader(engine, plan, guard, modality=mod, device=dev, backend=backend,
-                  log_every=log_every)
+                  log_every=log_every, fields=fields)
 
 
 def _check_backend_options(backend: str, config: object, reference: object) -> None:

@@ -3,13 +3,15 @@ it)."""
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from time import perf_counter_ns
 from typing import Any
 
 import torch
 
 from dali_pipes.launch_env import local_rank
+from torch_bridge._fields import check_fields, pick
+from torch_bridge._views import BatchSamplerView, DatasetView, SamplerView
 from torch_bridge.errors import SampleGuard, Skipped
 from torch_bridge.order.plan import EpochPlan
 from torch_bridge.order.ranks import resolve_ranks
@@ -34,11 +36,16 @@ class Loader:
     not yet yielded of that epoch (elastic resume, see `load_state_dict`).
     With world_size > 1 every pass yields `len()` batches: one whose every sample was
     skipped comes empty (batch dimension 0); see `__iter__`, also for a second `iter()`.
+
+    What a torch DataLoader loop reads is there too: `dataset`, `sampler`,
+    `batch_sampler`, `batch_size`, `drop_last`, `num_workers`; with `fields` the batches
+    are tuples (`for images, target in loader`). docs/porting.md shows a port.
     """
 
     def __init__(self, engine: Engine, plan: EpochPlan, guard: SampleGuard, *,
                  modality: Modality, device: torch.device, backend: str,
-                 log_every: int | None = None):
+                 log_every: int | None = None, fields: Sequence[str] | None = None):
+        self._fields = check_fields(fields)
         self._engine, self.plan, self._guard = engine, plan, guard
         self._modality, self._device = modality, device
         self._stats, self.log_every = LoaderStats(), check_log_every(log_every)
@@ -84,6 +91,49 @@ class Loader:
         """The file of data set index `index` (`batch["index"]` holds these indices)."""
         return str(self._source("path").path(int(index)))
 
+    # What a torch DataLoader loop reads besides the batches (torch_bridge._views).
+    @property
+    def dataset(self) -> DatasetView:
+        """The data set: `len()` its samples (all ranks), `dataset[i]` sample i's label,
+        index, path and the other fields that need no decoding (no file is read),
+        `dataset.load(i)` sample i decoded as the torch path reads it."""
+        return DatasetView(self, self._modality)
+
+    @property
+    def sampler(self) -> SamplerView:
+        """This rank's indices of the current epoch: `len()` the samples this rank
+        yields per epoch, `set_epoch(e)` is `loader.set_epoch(e)`."""
+        return SamplerView(self)
+
+    @property
+    def batch_sampler(self) -> BatchSamplerView:
+        """This rank's batches of indices of the current epoch: `len()` is `len(loader)`,
+        `set_epoch(e)` is `loader.set_epoch(e)`."""
+        return BatchSamplerView(self)
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per batch on this rank (the last batch of an epoch may hold fewer)."""
+        return self.plan.batch_size
+
+    @property
+    def drop_last(self) -> bool:
+        """Whether each rank's last, partial batch of an epoch is left out."""
+        return self.plan.drop_last
+
+    @property
+    def num_workers(self) -> int:
+        """Worker processes preparing batches: the torch backend's DataLoader workers;
+        the DALI backend's feed workers (`py_num_workers` of the decode preset, "auto"
+        resolved for this data: 0 means the feeds are read in this process; DALI's own
+        decoding threads are the preset's `num_threads`)."""
+        return self._engine.num_workers
+
+    @property
+    def fields(self) -> tuple[str, ...] | None:
+        """The fields each batch is a tuple of, in order; None: batches are dicts."""
+        return self._fields
+
     def _source(self, what: str) -> Any:
         source = self._modality.source
         if not hasattr(source, what):
@@ -100,8 +150,9 @@ class Loader:
                 self._engine.close()  # what is in flight may be of the resumed layout
                 self.plan.set_resumed(None)
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        """One pass: the batches of the current epoch from the current position.
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor] | tuple[torch.Tensor, ...]]:
+        """One pass: the batches of the current epoch from the current position (dicts;
+        with `fields`, tuples of those fields' tensors, in order).
 
         With world_size > 1 a plan batch whose every sample was skipped (on_error="skip")
         comes as an empty batch: every field of the loader's batches with batch dimension
@@ -125,7 +176,8 @@ class Loader:
         self._live_pass = token
         return generator
 
-    def _run(self, token: _Pass) -> Iterator[dict[str, torch.Tensor]]:
+    def _run(self, token: _Pass
+             ) -> Iterator[dict[str, torch.Tensor] | tuple[torch.Tensor, ...]]:
         stats, log_every = self._stats, self.log_every
         run = stats.begin(token.epoch, token.start, len(self._guard.skipped))
         finished = False
@@ -146,7 +198,8 @@ class Loader:
                 stats.batch(perf_counter_ns() - t0)
                 if log_every and run is not None and run.batches % log_every == 0:
                     logger.info(format_line(self.stats()))
-                yield batch
+                yield batch if self._fields is None else pick(batch, self._fields,
+                                                               self.modality)
                 t0 = perf_counter_ns()
                 if self._live_pass is not token:
                     raise RuntimeError(

@@ -9,6 +9,8 @@ Throughput against the torch reference and patch-read rates: docs/measurements.m
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import torch
 
@@ -26,6 +28,10 @@ class HyperspectralModality(SourceModality):
     turns; False: none) and `normalize` (default False; True: per-band mean/std of each
     scene, computed once on evenly spaced lines, subtracted and divided). `device` is the
     loader's: with a CUDA device the statistics are computed with CuPy when it is usable.
+    `labels`: "map" (default: every scene has `<scene>.labels.npy`; a sample is a patch
+    around a labelled pixel) or None (no label maps are read: a sample is a patch of a grid
+    tiling each scene, centres every `patch_size` pixels from `patch_size // 2`, the last
+    one moved back onto the last line or sample, label -1; see docs/guide.md).
     Scenes in another store than local files (`s3://bucket/scenes/`, the scenes' own
     `.hdr`/`.spe` URLs, or a `store` handed in): each patch reads only its window's byte
     ranges, through the block cache when there is one.
@@ -38,12 +44,12 @@ class HyperspectralModality(SourceModality):
 
     def __init__(self, data, *, seed: int, patch_size: int = 9, bands=None,
                  train: bool = True, normalize: bool = False, device: str = "cpu",
-                 store: Store | None = None):
+                 store: Store | None = None, labels: Literal["map"] | None = "map"):
         for option, value in (("train", train), ("normalize", normalize)):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{option} must be True or False, got {value!r}")
         self._set_source(HyperspectralSource(data, patch_size=patch_size, bands=bands,
-                                             store=store), data)
+                                             store=store, labels=labels), data)
         self.seed, self.train, self.normalize = seed, bool(train), bool(normalize)
         self.mean: np.ndarray | None = None
         self.std: np.ndarray | None = None
