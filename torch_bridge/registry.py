@@ -102,7 +102,7 @@ class ModalitySpec:
     def options(self) -> dict[str, Any]:
         """Every modality option (of all kinds) with its default; the store options
         (`StoreOptions`: they describe the built-in stores) belong to every modality."""
-        out: dict[str, Any] = option_defaults((StoreOptions,))
+        out: dict[str, Any] = {}
         for kind in self.kinds:
             cls = kind.modality_class()
             for name, default in option_defaults(cls.option_groups).items():
@@ -110,6 +110,8 @@ class ModalitySpec:
             for name, param in inspect.signature(cls).parameters.items():
                 if name not in _NOT_OPTIONS and param.kind is param.KEYWORD_ONLY:
                     out.setdefault(name, param.default)
+        for name, default in option_defaults((StoreOptions,)).items():
+            out.setdefault(name, default)
         return out
 
     def kind_for(self, data, store: Store | None = None) -> Kind:
