@@ -3,7 +3,10 @@
 The readers take a `read(offset, size) -> uint8 array` of their data object and ask it only
 for the bytes a window needs: per value of the layout's outermost axis, one contiguous run
 from the window's first to its last element (ENVI BSQ: one run per band; BIL and BIP: one per
-line; SPE: one per frame, the window's rows of it). Headers are validated by the same
+line; SPE: one per frame, the window's rows of it), neighbouring runs joined into one read.
+Where the reader also has `pieces(offset, size)` (an object behind a block cache: views of
+its mapped blocks), a read costs no copy, and the window is taken out of the bytes as out
+of a memory map: only its own elements are copied. Headers are validated by the same
 functions as local files (`parse_envi_header`, `parse_spe_header`, `spe_layout`); a read that
 comes back short raises FormatError naming the object and the byte range.
 """
@@ -19,6 +22,8 @@ from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.spe import SpeHeader, SpeLayout
 
 ReadRange = Callable[[int, int], np.ndarray]
+Piece = tuple[int, np.ndarray]  # (first byte, bytes)
+Selection = slice | np.ndarray  # a contiguous range, or indices
 
 
 def _checked(read: ReadRange, name: str, offset: int, size: int) -> np.ndarray:
@@ -34,44 +39,155 @@ def _checked(read: ReadRange, name: str, offset: int, size: int) -> np.ndarray:
     return data
 
 
+def _pieces(read: ReadRange, name: str, offset: int, size: int) -> list[Piece]:
+    """The range as (first byte, bytes) pieces: `read.pieces` where the reader has it (views
+    of cached blocks), else one piece; FormatError naming the range when it comes back short."""
+    pieces = getattr(read, "pieces", None)
+    if pieces is None:
+        return [(offset, _checked(read, name, offset, size))]
+    try:
+        got = pieces(offset, size)
+    except EOFError as exc:
+        raise FormatError(name, "byte range", f"bytes {offset}..{offset + size} came back "
+                          f"short ({exc})") from exc
+    found = len(got[0][1]) if len(got) == 1 else sum(len(p) for _, p in got)
+    if found != size:
+        raise FormatError(name, "byte range", f"bytes {offset}..{offset + size} came back "
+                          "short", value=f"{found} bytes", expected=f"{size} bytes")
+    return got
+
+
 def _indices(name: str, index, size: int) -> np.ndarray:
     if isinstance(index, slice):
         return np.arange(size)[index]
     return np.asarray([check_index(name, v, size) for v in index], np.int64)
 
 
+def _selection(index: np.ndarray) -> Selection:
+    """`index` as a slice where it is a contiguous ascending range (read as a view)."""
+    first = int(index[0])
+    if int(index[-1]) - first + 1 == len(index) and np.all(np.diff(index) == 1):
+        return slice(first, first + len(index))
+    return index
+
+
+def _bounds(sel: Selection) -> tuple[int, int]:
+    """First and last index a selection touches."""
+    if isinstance(sel, slice):
+        return sel.start, sel.stop - 1
+    return int(sel.min()), int(sel.max())
+
+
 def read_runs(read: ReadRange, name: str, base: int, shape: tuple[int, int, int],
-              wanted: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
-    """Elements `wanted[0] x wanted[1] x wanted[2]` (index arrays per axis) of a C-ordered
-    `shape` array of `dtype` stored from byte `base`.
+              sel: Sequence[Selection], dtype: np.dtype, stride: int | None = None
+              ) -> np.ndarray:
+    """Elements `sel[0] x sel[1] x sel[2]` of a `shape` array of `dtype` stored from byte
+    `base`, C-ordered but for `stride`, the bytes from one value of axis 0 to the next
+    (None: C order); each selection a slice (a contiguous range) or an index array (one
+    axis at most). Returns (n0, n1, n2) in `dtype`: a view of the bytes read (copy it to
+    keep it).
 
     Per value of axis 0 the window is one run, from its first element to its last; runs of
     neighbouring values are joined into one read when the gap between them is no longer
     than the runs themselves (BIL: a window's lines follow each other closely), so a read
-    fetches at most about twice the bytes of its runs. Returns (len0, len1, len2) in `dtype`.
+    fetches at most about twice the bytes of its runs. A reader with `pieces` (cached
+    blocks, mapped) hands its bytes out without copying: its runs are joined across any gap
+    shorter than its `piece_size` (which skips no block), and only the window's elements
+    are copied out of the strided view of them, as from a memory map.
     """
-    item, slab = dtype.itemsize, shape[1] * shape[2]
-    inner = np.asarray(wanted[1])[:, None] * shape[2] + np.asarray(wanted[2])[None, :]
-    lo, hi = int(inner.min()), int(inner.max())
-    outer = np.asarray(wanted[0], np.int64)
-    out = np.empty((len(outer), *inner.shape), dtype)
-    order = np.argsort(outer, kind="stable")
-    for group in _spans(outer[order], slab, hi - lo + 1):
-        chosen = order[group]
-        first = int(outer[chosen[0]]) * slab + lo
-        last = int(outer[chosen[-1]]) * slab + hi
-        run = _checked(read, name, base + first * item, (last - first + 1) * item)
-        values = np.frombuffer(run, dtype)
-        out[chosen] = values[outer[chosen][:, None, None] * slab + inner[None] - first]
+    item = dtype.itemsize
+    (lo1, hi1), (lo2, hi2) = _bounds(sel[1]), _bounds(sel[2])
+    window = _Window(base, stride or shape[1] * shape[2] * item, shape[2] * item, dtype,
+                     lo1 * shape[2] * item + lo2 * item, (hi1 - lo1 + 1, hi2 - lo2 + 1))
+    inner = tuple(slice(None) if isinstance(s, slice) else s - lo
+                  for s, lo in ((sel[1], lo1), (sel[2], lo2)))
+    if isinstance(sel[0], slice):
+        rows, order = np.arange(sel[0].start, sel[0].stop, dtype=np.int64), None
+    else:
+        order = np.argsort(sel[0], kind="stable")
+        rows = np.asarray(sel[0], np.int64)[order]
+    gap = max(window.run, getattr(read, "piece_size", 0) if hasattr(read, "pieces") else 0)
+    groups = _spans(rows, window.stride, window.run, gap, order is None)
+    out = None
+    for group in groups:
+        for sub, data, at in _buffers(read, name, window, rows[group]):
+            values = window.take(data, at, rows[group][sub], inner)
+            if len(groups) == 1 and sub == slice(None):
+                return values if order is None else values[np.argsort(order)]
+            if out is None:
+                out = np.empty((len(rows), *values.shape[1:]), dtype)
+            if isinstance(group, slice):
+                out[group][sub] = values  # a view of `out`
+            else:
+                out[group[sub]] = values
+    assert out is not None
+    return out if order is None else out[np.argsort(order)]
+
+
+class _Window:
+    """Where a window lies in the object: per row (value of axis 0) one run of `run` bytes
+    from byte `lo` of the row, rows `stride` bytes apart from byte `base`."""
+
+    def __init__(self, base: int, stride: int, row: int, dtype: np.dtype, lo: int,
+                 box: tuple[int, int]):
+        self.base, self.stride, self.row, self.dtype = base, stride, row, dtype
+        self.lo, self.box = lo, box
+        self.run = (box[0] - 1) * row + box[1] * dtype.itemsize
+
+    def start(self, row: int) -> int:
+        """The first byte of `row`'s run."""
+        return self.base + row * self.stride + self.lo
+
+    def take(self, data: np.ndarray, at: int, rows: np.ndarray, inner: tuple) -> np.ndarray:
+        """Rows `rows` (ascending) of the window, viewed in `data`, the object's bytes from
+        byte `at` (holding every byte of those rows' runs); `inner`: what of each run."""
+        first = int(rows[0])
+        count = int(rows[-1]) - first + 1
+        view = np.ndarray((count, *self.box), self.dtype, buffer=data,
+                          offset=self.start(first) - at,
+                          strides=(self.stride, self.row, self.dtype.itemsize))
+        outer = slice(None) if count == len(rows) else rows - first
+        return view[(outer,) + inner]
+
+
+def _buffers(read: ReadRange, name: str, window: _Window, rows: np.ndarray
+             ) -> list[tuple[slice, np.ndarray, int]]:
+    """The bytes of the runs of `rows` (ascending), read as one range: (which rows, bytes,
+    first byte of the bytes). A range that came in several pieces (cached blocks) gives the
+    rows whose runs lie inside each piece with the piece, and each row whose run crosses
+    pieces with a copy of its own bytes."""
+    start = window.start(int(rows[0]))
+    parts = _pieces(read, name, start, window.start(int(rows[-1])) + window.run - start)
+    if len(parts) == 1:
+        return [(slice(None), parts[0][1], parts[0][0])]
+    run, starts = window.run, [window.start(r) for r in rows.tolist()]
+    out: list[tuple[slice, np.ndarray, int]] = []
+    i, n = 0, len(starts)
+    for at, data in parts:  # rows and their runs ascending: one pass
+        first, end = i, at + len(data)
+        while i < n and starts[i] + run <= end:
+            i += 1
+        if i > first:
+            out.append((slice(first, i), data, at))
+        while i < n and starts[i] < end:  # a run crossing into the next piece
+            a, b = starts[i], starts[i] + run
+            own = np.concatenate([d[max(a - p, 0):b - p] for p, d in parts
+                                  if p < b and p + len(d) > a])
+            out.append((slice(i, i + 1), own, a))
+            i += 1
     return out
 
 
-def _spans(sorted_outer: np.ndarray, slab: int, run: int) -> list[np.ndarray]:
-    """Positions of `sorted_outer` grouped into reads: a new read where the gap to the
-    previous run is longer than a run."""
-    gaps = np.diff(sorted_outer) * slab - run
-    cuts = np.flatnonzero(gaps > run) + 1
-    return np.split(np.arange(len(sorted_outer)), cuts)
+def _spans(rows: np.ndarray, stride: int, run: int, gap: int, contiguous: bool) -> list:
+    """Positions of `rows` (ascending; runs of `run` bytes, rows `stride` bytes apart)
+    grouped into reads: a new read where more than `gap` bytes lie between two runs.
+    Slices for `contiguous` rows (one read, or one each)."""
+    if contiguous:
+        if len(rows) == 1 or stride - run <= gap:
+            return [slice(None)]
+        return [slice(i, i + 1) for i in range(len(rows))]
+    cuts = np.flatnonzero(np.diff(rows) * stride - run > gap) + 1
+    return np.split(np.arange(len(rows)), cuts)
 
 
 class RangedEnviCube:
@@ -80,6 +196,8 @@ class RangedEnviCube:
     def __init__(self, path: str, data_path: str, header: EnviHeader, read: ReadRange):
         self.path, self.data_path, self.header, self._read = path, data_path, header, read
         self._axes, self._to_bsq = _LAYOUTS[header.interleave]
+        self._shape = tuple(getattr(header, a) for a in self._axes)
+        self._band_sels: dict[tuple, Selection] = {}
 
     geometry = property(lambda self: (self.header.bands, self.header.lines,
                                       self.header.samples))
@@ -91,15 +209,15 @@ class RangedEnviCube:
         """(n_bands, h, w) window at line `y`, sample `x` (the `Cube` protocol)."""
         hd = self.header
         _check_window(y, x, h, w, hd.lines, hd.samples)
-        wanted = {"bands": _indices("bands", slice(None) if bands is None else bands,
-                                    hd.bands),
-                  "lines": np.arange(y, y + h), "samples": np.arange(x, x + w)}
-        if not len(wanted["bands"]):
-            raise ValueError("bands must not be empty")
-        shape = tuple(getattr(hd, a) for a in self._axes)
-        values = read_runs(self._read, self.data_path, hd.header_offset, shape,
+        wanted = {"bands": self._bands(bands), "lines": slice(y, y + h),
+                  "samples": slice(x, x + w)}
+        values = read_runs(self._read, self.data_path, hd.header_offset, self._shape,
                            [wanted[a] for a in self._axes], hd.dtype)
         return np.array(values.transpose(self._to_bsq), dtype=self.dtype, order="C")
+
+    def _bands(self, bands) -> Selection:
+        """The bands as a selection (checked once per distinct list)."""
+        return _band_selection(self._band_sels, bands, self.header.bands)
 
     def close(self) -> None:
         """Nothing to release: reads are stateless."""
@@ -111,6 +229,7 @@ class RangedSpeFile:
 
     def __init__(self, path: str, header: SpeHeader, layout: SpeLayout, read: ReadRange):
         self.path, self.header, self.layout, self._read = path, header, layout, read
+        self._band_sels: dict[tuple, Selection] = {}
 
     geometry = property(lambda self: (self.layout.xdim, self.layout.frames, self.layout.ydim))
     dtype = property(lambda self: self.layout.dtype.newbyteorder("="))
@@ -121,19 +240,33 @@ class RangedSpeFile:
         """Frames `y:y+h`, y-rows `x:x+w`, x columns `bands` as (n_bands, h, w)."""
         lay = self.layout
         _check_window(y, x, h, w, lay.frames, lay.ydim)
-        columns = _indices("bands", slice(None) if bands is None else bands, lay.xdim)
-        if not len(columns):
-            raise ValueError("bands must not be empty")
-        row_bytes = lay.xdim * lay.dtype.itemsize
-        out = np.empty((h, w, len(columns)), self.dtype)
-        for k in range(h):
-            start = lay.data_offset + (y + k) * lay.frame_stride + x * row_bytes
-            run = _checked(self._read, self.path, start, w * row_bytes)
-            out[k] = run.view(lay.dtype).reshape(w, lay.xdim)[:, columns]
-        return np.ascontiguousarray(out.transpose(2, 0, 1))
+        columns = self._columns(bands)
+        values = read_runs(self._read, self.path, lay.data_offset,
+                           (lay.frames, lay.ydim, lay.xdim),
+                           (slice(y, y + h), slice(x, x + w), columns), lay.dtype,
+                           stride=lay.frame_stride)
+        return np.array(values.transpose(2, 0, 1), dtype=self.dtype, order="C")
+
+    def _columns(self, bands) -> Selection:
+        """The bands (x columns) as a selection (checked once per distinct list)."""
+        return _band_selection(self._band_sels, bands, self.layout.xdim)
 
     def close(self) -> None:
         """Nothing to release: reads are stateless."""
+
+
+def _band_selection(memo: dict, bands, size: int) -> Selection:
+    """`bands` (None: all of `size`) as a selection, checked once per distinct list."""
+    if bands is None:
+        return slice(0, size)
+    key = tuple(bands)
+    sel = memo.get(key)
+    if sel is None:
+        index = _indices("bands", bands, size)
+        if not len(index):
+            raise ValueError("bands must not be empty")
+        sel = memo[key] = _selection(index)
+    return sel
 
 
 def _check_window(y: int, x: int, h: int, w: int, lines: int, samples: int) -> None:

@@ -2,7 +2,9 @@
 small ranges of large objects (cube windows) hold it, and it reads through the store's
 `read_range` with the listed size and version (for an FsspecStore: its retries, timeouts,
 version check and block cache; no stat; a range past the object is an EOFError naming the
-object and the range).
+object and the range). `pieces` gives a range as read-only pieces where the store can hand
+them out without copying (an FsspecStore's mapped cache blocks), for readers that take
+only a few small parts of a long range.
 """
 from __future__ import annotations
 
@@ -24,10 +26,27 @@ class ListedObject:
     version: int
 
     def __call__(self, offset: int, count: int) -> np.ndarray:
+        self._inside(offset, count)
+        return self.store.read_range(self.url, offset, count, (self.size, self.version))
+
+    def pieces(self, offset: int, count: int) -> list[tuple[int, np.ndarray]]:
+        """Bytes `offset`..`offset + count` as (first byte, read-only uint8 array) pieces in
+        order: the store's `read_pieces` where it has one, else one piece."""
+        pieces = getattr(self.store, "read_pieces", None)
+        if pieces is None:
+            return [(offset, self(offset, count))]
+        self._inside(offset, count)
+        return pieces(self.url, offset, count, (self.size, self.version))
+
+    @property
+    def piece_size(self) -> int:
+        """Bytes of the pieces `pieces` hands out without copying (0: none)."""
+        return getattr(self.store, "piece_size", 0)
+
+    def _inside(self, offset: int, count: int) -> None:
         if offset < 0 or count < 0 or offset + count > self.size:
             raise EOFError(f"{self.url}: bytes {offset}..{offset + count} requested, the "
                            f"object was listed with {self.size}")
-        return self.store.read_range(self.url, offset, count, (self.size, self.version))
 
     def whole(self) -> bytes:
         """The whole object's bytes."""

@@ -22,11 +22,14 @@ class RangeServer:
     """Serves the files of `root` with Last-Modified (from the file's mtime) and, unless
     `etag=False`, an ETag; `faults[path]` is a list of actions taken by the next requests
     for it: an HTTP status to answer, ("sleep", seconds) before answering, or ("short", n)
-    to send n bytes fewer than asked (a consistent, shorter answer)."""
+    to send n bytes fewer than asked (a consistent, shorter answer). `requests` counts the
+    requests per path, `most_in_flight` the most answered at once."""
 
     def __init__(self, root: Path, *, etag: bool = True):
         self.root, self.faults, self.requests = root, defaultdict(list), defaultdict(int)
         self.etag = etag
+        self.in_flight = self.most_in_flight = 0  # GETs and HEADs being answered
+        self._count = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -54,6 +57,16 @@ class RangeServer:
         self.httpd.server_close()
 
     def _serve(self, handler, body: bool) -> None:
+        with self._count:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            self._answer_file(handler, body)
+        finally:
+            with self._count:
+                self.in_flight -= 1
+
+    def _answer_file(self, handler, body: bool) -> None:
         name = handler.path.lstrip("/")
         self.requests[name] += 1
         short = 0
