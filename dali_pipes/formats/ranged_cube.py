@@ -71,6 +71,10 @@ def _selection(index: np.ndarray) -> Selection:
     return index
 
 
+def _count(sel: Selection) -> int:
+    return sel.stop - sel.start if isinstance(sel, slice) else len(sel)
+
+
 def _bounds(sel: Selection) -> tuple[int, int]:
     """First and last index a selection touches."""
     if isinstance(sel, slice):
@@ -79,13 +83,14 @@ def _bounds(sel: Selection) -> tuple[int, int]:
 
 
 def read_runs(read: ReadRange, name: str, base: int, shape: tuple[int, int, int],
-              sel: Sequence[Selection], dtype: np.dtype, stride: int | None = None
-              ) -> np.ndarray:
+              sel: Sequence[Selection], dtype: np.dtype, stride: int | None = None,
+              out: np.ndarray | None = None) -> np.ndarray:
     """Elements `sel[0] x sel[1] x sel[2]` of a `shape` array of `dtype` stored from byte
     `base`, C-ordered but for `stride`, the bytes from one value of axis 0 to the next
     (None: C order); each selection a slice (a contiguous range) or an index array (one
-    axis at most). Returns (n0, n1, n2) in `dtype`: a view of the bytes read (copy it to
-    keep it).
+    axis at most). Returns (n0, n1, n2): written into `out` when given (any layout, any
+    dtype the values cast to), else in `dtype`, possibly a view of the bytes read (copy
+    it to keep it).
 
     Per value of axis 0 the window is one run, from its first element to its last; runs of
     neighbouring values are joined into one read when the gap between them is no longer
@@ -101,27 +106,40 @@ def read_runs(read: ReadRange, name: str, base: int, shape: tuple[int, int, int]
                      lo1 * shape[2] * item + lo2 * item, (hi1 - lo1 + 1, hi2 - lo2 + 1))
     inner = tuple(slice(None) if isinstance(s, slice) else s - lo
                   for s, lo in ((sel[1], lo1), (sel[2], lo2)))
+    gap = max(window.run, getattr(read, "piece_size", 0) if hasattr(read, "pieces") else 0)
+    parts = None
     if isinstance(sel[0], slice):
-        rows, order = np.arange(sel[0].start, sel[0].stop, dtype=np.int64), None
+        first, count = sel[0].start, sel[0].stop - sel[0].start
+        if count == 1 or window.stride - window.run <= gap:  # one read: the common case
+            start = window.start(first)
+            parts = _pieces(read, name, start, (count - 1) * window.stride + window.run)
+            if len(parts) == 1:
+                values = window.view(parts[0][1], parts[0][0], first, count)[
+                    (slice(None),) + inner]
+                if out is None:
+                    return values
+                out[...] = values
+                return out
+            if out is None:
+                out = np.empty((count, _count(sel[1]), _count(sel[2])), dtype)
+            return _rows_from_pieces(window, parts, first, count, inner, out)
+        rows, order = np.arange(first, first + count, dtype=np.int64), None
     else:
         order = np.argsort(sel[0], kind="stable")
         rows = np.asarray(sel[0], np.int64)[order]
-    gap = max(window.run, getattr(read, "piece_size", 0) if hasattr(read, "pieces") else 0)
     groups = _spans(rows, window.stride, window.run, gap, order is None)
-    out = None
     for group in groups:
-        for sub, data, at in _buffers(read, name, window, rows[group]):
+        for sub, data, at in _buffers(read, name, window, rows[group], parts):
             values = window.take(data, at, rows[group][sub], inner)
-            if len(groups) == 1 and sub == slice(None):
-                return values if order is None else values[np.argsort(order)]
             if out is None:
-                out = np.empty((len(rows), *values.shape[1:]), dtype)
-            if isinstance(group, slice):
+                out = np.empty((len(rows),) + values.shape[1:], dtype)
+            if order is None and isinstance(group, slice):
                 out[group][sub] = values  # a view of `out`
-            else:
-                out[group[sub]] = values
+            else:  # rows were sorted: back to where they were asked
+                out[(order if order is not None else np.arange(len(rows)))[group][sub]] = \
+                    values
     assert out is not None
-    return out if order is None else out[np.argsort(order)]
+    return out
 
 
 class _Window:
@@ -138,26 +156,54 @@ class _Window:
         """The first byte of `row`'s run."""
         return self.base + row * self.stride + self.lo
 
-    def take(self, data: np.ndarray, at: int, rows: np.ndarray, inner: tuple) -> np.ndarray:
-        """Rows `rows` (ascending) of the window, viewed in `data`, the object's bytes from
-        byte `at` (holding every byte of those rows' runs); `inner`: what of each run."""
-        first = int(rows[0])
-        count = int(rows[-1]) - first + 1
-        view = np.ndarray((count, *self.box), self.dtype, buffer=data,
+    def view(self, data: np.ndarray, at: int, first: int, count: int) -> np.ndarray:
+        """Rows `first`.. `first + count` of the window's box, viewed in `data`, the
+        object's bytes from byte `at` (holding every byte of those rows' runs)."""
+        return np.ndarray((count,) + self.box, self.dtype, buffer=data,
                           offset=self.start(first) - at,
                           strides=(self.stride, self.row, self.dtype.itemsize))
+
+    def take(self, data: np.ndarray, at: int, rows: np.ndarray, inner: tuple) -> np.ndarray:
+        """Rows `rows` (ascending) of the window in `data` (as `view`); `inner`: what of
+        each run."""
+        first = int(rows[0])
+        count = int(rows[-1]) - first + 1
         outer = slice(None) if count == len(rows) else rows - first
-        return view[(outer,) + inner]
+        return self.view(data, at, first, count)[(outer,) + inner]
 
 
-def _buffers(read: ReadRange, name: str, window: _Window, rows: np.ndarray
-             ) -> list[tuple[slice, np.ndarray, int]]:
-    """The bytes of the runs of `rows` (ascending), read as one range: (which rows, bytes,
-    first byte of the bytes). A range that came in several pieces (cached blocks) gives the
-    rows whose runs lie inside each piece with the piece, and each row whose run crosses
-    pieces with a copy of its own bytes."""
-    start = window.start(int(rows[0]))
-    parts = _pieces(read, name, start, window.start(int(rows[-1])) + window.run - start)
+def _rows_from_pieces(window: _Window, parts: list[Piece], first: int, count: int,
+                      inner: tuple, out: np.ndarray) -> np.ndarray:
+    """Rows `first`.. `first + count` of the window into `out`, from the pieces of one
+    read: the rows inside each piece as one view of it, a row crossing pieces from a copy
+    of its own run."""
+    i, run = 0, window.run
+    for at, data in parts:  # rows and their runs ascending: one pass
+        end = at + len(data)
+        j = i
+        while j < count and window.start(first + j) + run <= end:
+            j += 1
+        if j > i:
+            out[i:j] = window.view(data, at, first + i, j - i)[(slice(None),) + inner]
+            i = j
+        while i < count and window.start(first + i) < end:  # its run goes on in the next
+            a = window.start(first + i)
+            own = np.concatenate([d[max(a - p, 0):a + run - p] for p, d in parts
+                                  if p < a + run and p + len(d) > a])
+            out[i:i + 1] = window.view(own, a, first + i, 1)[(slice(None),) + inner]
+            i += 1
+    return out
+
+
+def _buffers(read: ReadRange, name: str, window: _Window, rows: np.ndarray,
+             parts: list[Piece] | None = None) -> list[tuple[slice, np.ndarray, int]]:
+    """The bytes of the runs of `rows` (ascending), read as one range (unless `parts` holds
+    it already): (which rows, bytes, first byte of the bytes). A range that came in several
+    pieces (cached blocks) gives the rows whose runs lie inside each piece with the piece,
+    and each row whose run crosses pieces with a copy of its own bytes."""
+    if parts is None:
+        start = window.start(int(rows[0]))
+        parts = _pieces(read, name, start, window.start(int(rows[-1])) + window.run - start)
     if len(parts) == 1:
         return [(slice(None), parts[0][1], parts[0][0])]
     run, starts = window.run, [window.start(r) for r in rows.tolist()]
@@ -195,7 +241,8 @@ class RangedEnviCube:
 
     def __init__(self, path: str, data_path: str, header: EnviHeader, read: ReadRange):
         self.path, self.data_path, self.header, self._read = path, data_path, header, read
-        self._axes, self._to_bsq = _LAYOUTS[header.interleave]
+        self._axes, to_bsq = _LAYOUTS[header.interleave]
+        self._from_bsq = tuple(int(a) for a in np.argsort(to_bsq))  # (band, y, x) -> file
         self._shape = tuple(getattr(header, a) for a in self._axes)
         self._band_sels: dict[tuple, Selection] = {}
 
@@ -211,9 +258,12 @@ class RangedEnviCube:
         _check_window(y, x, h, w, hd.lines, hd.samples)
         wanted = {"bands": self._bands(bands), "lines": slice(y, y + h),
                   "samples": slice(x, x + w)}
-        values = read_runs(self._read, self.data_path, hd.header_offset, self._shape,
-                           [wanted[a] for a in self._axes], hd.dtype)
-        return np.array(values.transpose(self._to_bsq), dtype=self.dtype, order="C")
+        sel = [wanted[a] for a in self._axes]
+        out = np.empty(tuple(_count(wanted[a]) for a in ("bands", "lines", "samples")),
+                       self.dtype)
+        read_runs(self._read, self.data_path, hd.header_offset, self._shape, sel, hd.dtype,
+                  out=out.transpose(self._from_bsq))
+        return out
 
     def _bands(self, bands) -> Selection:
         """The bands as a selection (checked once per distinct list)."""
@@ -241,11 +291,11 @@ class RangedSpeFile:
         lay = self.layout
         _check_window(y, x, h, w, lay.frames, lay.ydim)
         columns = self._columns(bands)
-        values = read_runs(self._read, self.path, lay.data_offset,
-                           (lay.frames, lay.ydim, lay.xdim),
-                           (slice(y, y + h), slice(x, x + w), columns), lay.dtype,
-                           stride=lay.frame_stride)
-        return np.array(values.transpose(2, 0, 1), dtype=self.dtype, order="C")
+        out = np.empty((_count(columns), h, w), self.dtype)
+        read_runs(self._read, self.path, lay.data_offset, (lay.frames, lay.ydim, lay.xdim),
+                  (slice(y, y + h), slice(x, x + w), columns), lay.dtype,
+                  stride=lay.frame_stride, out=out.transpose(1, 2, 0))
+        return out
 
     def _columns(self, bands) -> Selection:
         """The bands (x columns) as a selection (checked once per distinct list)."""

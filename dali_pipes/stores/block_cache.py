@@ -115,6 +115,9 @@ class BlockCache:
             return [(offset, np.frombuffer(fetch(offset, offset + size), np.uint8))]
         stem = self._stem(url, version)
         first, last = offset // self.block_size, (offset + size - 1) // self.block_size
+        if first == last:  # inside one block: the common case
+            at = offset - first * self.block_size
+            return [(offset, self._block(url, stem, first, object_size, fetch)[at:at + size])]
         out = []
         for block in range(first, last + 1):
             start = block * self.block_size

@@ -126,9 +126,10 @@ class FsspecStore:
                                  ahead=ahead) if cache_dir else None)
         self._fs: dict[str, Any] = {}
         self._stats: dict[str, tuple[int, int]] = {}  # per URL, taken once per listing
+        self._fetchers: dict[tuple[str, int, int], Callable[[int, int], bytes]] = {}
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_fs": {}}
+        return {**self.__dict__, "_fs": {}, "_fetchers": {}}
 
     def stat(self, url: str) -> tuple[int, int]:
         """(size, version): the version is a number that changes when the object does (from
@@ -153,7 +154,7 @@ class FsspecStore:
         url, version, total = self._checked(url, offset, size, stat)
         if size == 0:
             return np.zeros(0, np.uint8)
-        fetch = partial(self._fetch_exact, url, version, total)
+        fetch = self._fetcher(url, version, total)
         if self.cache is not None:  # an object without validators is never cached
             return self.cache.read(url, None if version == NO_VERSION else version, total,
                                    offset, size, fetch)
@@ -168,7 +169,18 @@ class FsspecStore:
         if size == 0 or self.cache is None:
             return [(offset, self.read_range(url, offset, size, stat))]
         return self.cache.pieces(url, None if version == NO_VERSION else version, total,
-                                 offset, size, partial(self._fetch_exact, url, version, total))
+                                 offset, size, self._fetcher(url, version, total))
+
+    def _fetcher(self, url: str, version: int, total: int) -> Callable[[int, int], bytes]:
+        """`_fetch_exact` of one object version (made once per object: reads of many small
+        ranges make none)."""
+        key = (url, version, total)
+        fetch = self._fetchers.get(key)
+        if fetch is None:
+            if len(self._fetchers) >= 1 << 12:
+                self._fetchers.clear()
+            fetch = self._fetchers[key] = partial(self._fetch_exact, url, version, total)
+        return fetch
 
     @property
     def piece_size(self) -> int:
