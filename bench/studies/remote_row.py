@@ -1,14 +1,16 @@
-"""One row of bench/studies/remote_speed.py, in a process of its own: a loader's epochs, or
-the raw GET ceiling of a server.
+"""One run of bench/studies/remote_speed.py, in a process of its own: a remote loader side by
+side with the local one, or the raw GET ceiling of a server.
 
-    loader: --spec JSON {"modality", "backend", "data" (a path, URL or list), "options",
-            "warmup_epochs", "epochs"}: make_loader, `warmup_epochs` untimed epochs, then
-            `epochs` timed; samples/s, CPU ms per sample (this process and its workers),
-            peak RSS and, with a cache_dir, the bytes the cache holds after them.
-    raw:    --spec JSON {"raw": true, "objects": [[url, size], ...], "options",
-            "threads", "request"}: every byte of the objects read once by `threads` threads,
-            `request` bytes a GET, through an FsspecStore without cache (the same client,
-            retries and checks as the loaders); MB/s and requests/s.
+    pair: --spec JSON {"modality", "backend", "local", "remote" (paths, URLs or lists),
+          "options", "remote_options", "epochs"}: both loaders made; the local loader's
+          first epoch, then the remote loader's first (`cold`: its cache_dir empty), then
+          `epochs` epochs of each in turn, the first of each pair alternating (`local`,
+          `warm`): samples/s and CPU ms per sample (this process and its workers) of every
+          epoch, and the bytes the block cache holds after the cold epoch.
+    raw:  --spec JSON {"raw": true, "objects": [[url, size], ...], "options",
+          "threads", "request"}: every byte of the objects read once by `threads` threads,
+          `request` bytes a GET, through an FsspecStore without cache (the same client,
+          retries and checks as the loaders); MB/s and requests/s.
 
 Prints one JSON line {"event": "result", ...} (bench/launch.py reads it).
 """
@@ -33,26 +35,33 @@ def cache_bytes(options: dict) -> int | None:
     return sum(p.stat().st_size for p in Path(folder).glob("*.blk"))
 
 
-def loader_row(spec: dict) -> dict:
+def epoch(loader, number: int) -> dict:
+    """One timed epoch: samples/s and CPU ms per sample of the process tree."""
     from bench.metrics import ResourceSampler
-    from torch_bridge import make_loader
-    options = dict(spec.get("options") or {})
-    loader = make_loader(spec["modality"], spec["data"], backend=spec["backend"], **options)
-    for epoch in range(spec.get("warmup_epochs", 0)):
-        loader.set_epoch(epoch)
-        for _ in loader:
-            pass
+    loader.set_epoch(number)
     samples = 0
-    with ResourceSampler() as res:
-        for epoch in range(spec["epochs"]):
-            loader.set_epoch(spec.get("warmup_epochs", 0) + epoch)
-            for batch in loader:
-                samples += len(batch["index"])
-                print(json.dumps({"event": "step", "done": samples}), flush=True)
+    with ResourceSampler(interval=0.5) as res:
+        for batch in loader:
+            samples += len(batch["index"])
+    print(json.dumps({"event": "step", "done": number}), flush=True)
     return {"samples": samples, "seconds": res.wall, "samples_per_s": samples / res.wall,
-            "cpu_ms_per_sample": 1e3 * res.cpu_seconds / samples,
-            "cpu_percent": res.cpu_percent, "peak_rss_mb": res.peak_rss / 2**20,
-            "cache_bytes": cache_bytes(options)}
+            "cpu_ms_per_sample": 1e3 * res.cpu_seconds / samples}
+
+
+def pair_row(spec: dict) -> dict:
+    from torch_bridge import make_loader
+    options = {**spec.get("options", {}), "backend": spec["backend"]}
+    remote_options = {**options, **spec["remote_options"]}
+    local = make_loader(spec["modality"], spec["local"], **options)
+    remote = make_loader(spec["modality"], spec["remote"], **remote_options)
+    out = {"local_first": epoch(local, 0), "cold": epoch(remote, 0)}
+    out["cold"]["cache_bytes"] = cache_bytes(remote_options)
+    out["local"], out["warm"] = [], []
+    for i in range(spec["epochs"]):
+        order = [("local", local), ("warm", remote)]
+        for name, loader in order if i % 2 == 0 else order[::-1]:
+            out[name].append(epoch(loader, 1 + i))
+    return out
 
 
 def raw_row(spec: dict) -> dict:
@@ -73,9 +82,9 @@ def raw_row(spec: dict) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--spec", required=True, help="the row, as JSON")
+    p.add_argument("--spec", required=True, help="the run, as JSON")
     spec = json.loads(p.parse_args(argv).spec)
-    result = raw_row(spec) if spec.get("raw") else loader_row(spec)
+    result = raw_row(spec) if spec.get("raw") else pair_row(spec)
     print(json.dumps({"event": "result", **result}), flush=True)
     return 0
 

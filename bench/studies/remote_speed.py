@@ -1,27 +1,28 @@
 """Remote reads against local ones: every modality from S3 and HTTP, local vs warm vs cold.
 
     python bench/studies/remote_speed.py [--modalities hyperspectral,image,video]
-        [--stores s3,http] [--backends dali,torch] [--rounds 3] [--epochs 2]
+        [--stores s3,http] [--backends dali,torch] [--rounds 3] [--epochs 4]
         [--hyperspectral DIR] [--images DIR] [--video DIR] [--work DIR] [--json PATH]
 
 Data (held out: pass your own): `--hyperspectral`, a folder of one ENVI scene with its
 label map (default: a 320 x 300 x 64-band int16 BIL scene); `--images`, class folders of
 images, packed into shards with `python -m dali_pipes.pack` (default: the built-in 640
-photos); `--video`, class folders of H.264 clips (default: 32 clips of 4 s, 320x240,
+photos); `--video`, class folders of H.264 clips (default: 48 clips of 4 s, 320x240,
 libx264). S3 is moto's server, HTTP the test range server, both on 127.0.0.1 in this
 process; S3 reads the folders (scenes, shards, video class folders), HTTP the scene URLs
-and shards (the video packed into shards too), and each is compared with the same files on
-local disk.
+and shards (the video packed into shards too), each against the same files on local disk.
 
-Rows, each in a process of its own (bench/studies/remote_row.py), every row once per round,
-rounds interleaved and rotated: `local` and `warm` run one untimed epoch, then `--epochs`
-timed ones (`warm` with the cache the `cold` row of its round filled); `cold` times the
-first epoch over an empty `cache_dir`. `raw` is the server's ceiling: every byte of the
-same objects read once by N threads of GETs of 1 MiB (the cache's blocks) and 4 MiB (the
-read-ahead's merged requests) through the same client; cold throughput (the bytes the
-epoch put in the cache over its time) is stated against the best of them. Medians over
-rounds with min-max, ratios taken round by round, CPU ms per sample beside samples/s, and
-the machine's load. Prints the tables; --json writes everything.
+Each (modality, store, backend) runs in a process of its own (bench/studies/remote_row.py),
+the local and the remote loader side by side: the local loader's first epoch, the remote
+one's first epoch over an empty `cache_dir` (`cold`), then `--epochs` epochs of each in
+turn (`local`, `warm`), so every warm epoch has a local one seconds away; rounds repeat
+it, in rotated order. `raw` is the server's ceiling: every byte of the same objects read
+once by N threads of GETs of 1 MiB (the cache's blocks) and 4 MiB (the read-ahead's merged
+requests) through the same client. Reported: samples/s (medians, min-max), the ratios of
+each warm epoch to its local neighbour, cold against the local first epoch and against the
+bound a cold epoch can reach (the lower of the local rate and the best raw GET rate over
+the bytes each sample fetched), CPU ms per sample, and the machine's load. Prints the
+tables; --json writes everything.
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--stores", default="s3,http")
     p.add_argument("--backends", default="dali,torch")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=2, help="timed epochs (local, warm)")
+    p.add_argument("--epochs", type=int, default=4, help="warm epochs (and local ones)")
     p.add_argument("--hyperspectral", type=Path, help="a folder of ENVI scenes")
     p.add_argument("--images", type=Path, help="class folders of images")
     p.add_argument("--video", type=Path, help="class folders of H.264 clips")
@@ -79,7 +80,7 @@ def _scene(work: Path) -> Path:
     return out
 
 
-def _clips(work: Path, count: int = 32) -> Path:
+def _clips(work: Path, count: int = 48) -> Path:
     from bench.studies.bench_video_stores import write_long_video
     out = work / "video"
     for i in range(count):
@@ -144,63 +145,43 @@ def _row(spec: dict) -> dict:
     return result
 
 
-def twin(data: dict, modality: str, store: str) -> str:
-    """The store whose local files a store's rows are compared with (the first store
-    serving the same local data: one `local` row for both)."""
-    return next(s for s in data[modality] if data[modality][s] == data[modality][store])
-
-
 def rows_of_round(rnd: int, data: dict, args) -> list[tuple]:
-    """(modality, store, backend, kind) runs of round `rnd`: per modality and backend the
-    local rows (one per local data set) and each store's cold then warm, the order rotated
-    by the round; then the raw ceilings."""
+    """(modality, store, backend) runs of round `rnd`, the order rotated by the round,
+    then the raw ceilings (backend None: (threads, bytes a request))."""
     def rotate(items: list, k: int) -> list:
         return items[k % len(items):] + items[:k % len(items)]
-    runs = []
-    for modality in rotate(list(data), rnd):
-        for backend in rotate(list(args.backends), rnd):
-            groups = [[(modality, s, backend, "local")] for s in args.stores
-                      if twin(data, modality, s) == s]
-            groups += [[(modality, s, backend, "cold"), (modality, s, backend, "warm")]
-                       for s in args.stores]
-            runs += [r for g in rotate(groups, rnd) for r in g]
-    runs += [(m, s, None, f"raw-{n}x{size >> 20}") for m in data for s in args.stores
-             for n, size in RAW]
-    return runs
+    runs: list[tuple] = [(m, s, b) for m in rotate(list(data), rnd)
+                         for b in rotate(list(args.backends), rnd)
+                         for s in rotate(list(args.stores), rnd)]
+    return runs + [(m, s, raw) for m in data for s in args.stores for raw in RAW]
 
 
 def run(args, data: dict, servers: dict) -> list[dict]:
     out = []
     for rnd in range(args.rounds):
-        for modality, store, backend, kind in rows_of_round(rnd, data, args):
-            print(f"round {rnd + 1}/{args.rounds}: {modality} {store} {backend} {kind}",
+        for modality, store, backend in rows_of_round(rnd, data, args):
+            print(f"round {rnd + 1}/{args.rounds}: {modality} {store} {backend}",
                   file=sys.stderr, flush=True)
+            spec = _spec(modality, store, backend, rnd, data, servers, args)
+            raw = f"{backend[0]}x{backend[1] >> 20}" if spec.get("raw") else None
             out.append({"round": rnd, "modality": modality, "store": store,
-                        "backend": backend, "kind": kind,
-                        **_row(_spec(modality, store, backend, kind, rnd, data, servers,
-                                     args))})
+                        "backend": None if raw else backend, "raw": raw, **_row(spec)})
     return out
 
 
-def _spec(modality, store, backend, kind, rnd, data, servers, args) -> dict:
-    if kind == "local":  # the files `store` serves, read from local disk
-        return {"modality": modality, "backend": backend, "warmup_epochs": 1,
-                "epochs": args.epochs, "options": {**LOADER[modality], "seed": 0},
-                "data": str(data[modality][store])}
+def _spec(modality, store, backend, rnd, data, servers, args) -> dict:
     url, options, objects = remote(store, modality, data[modality][store],
                                    args.work / "served", servers)
-    if kind.startswith("raw"):
-        threads, size = (int(v) for v in kind[4:].split("x"))
+    if not isinstance(backend, str):  # a raw ceiling
+        threads, size = backend
         return {"raw": True, "objects": objects, "options": options, "threads": threads,
-                "request": size << 20}
+                "request": size}
     cache = args.work / "caches" / f"{modality}-{store}-{backend}-{rnd}"
-    if kind == "cold":
-        shutil.rmtree(cache, ignore_errors=True)
-    return {"modality": modality, "backend": backend, "data": url,
-            "warmup_epochs": 0 if kind == "cold" else 1,
-            "epochs": 1 if kind == "cold" else args.epochs,
-            "options": {**LOADER[modality], "seed": 0, "storage_options": options,
-                        "cache_dir": str(cache)}}
+    shutil.rmtree(cache, ignore_errors=True)
+    return {"modality": modality, "backend": backend, "local": str(data[modality][store]),
+            "remote": url, "epochs": args.epochs,
+            "options": {**LOADER[modality], "seed": 0},
+            "remote_options": {"storage_options": options, "cache_dir": str(cache)}}
 
 
 def main(argv=None) -> int:
@@ -219,8 +200,7 @@ def main(argv=None) -> int:
     report = {"settings": {k: str(v) if isinstance(v, Path) else v
                            for k, v in vars(args).items()},
               "runs": runs, "load": load.summary()}
-    report["summary"] = summary(runs, {m: {s: twin(data, m, s) for s in args.stores}
-                                       for m in data})
+    report["summary"] = summary(runs)
     print_tables(report)
     if args.json:
         write_json(args.json, report)

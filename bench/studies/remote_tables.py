@@ -4,56 +4,73 @@ from __future__ import annotations
 import statistics
 
 
-def _med(values: list[float]) -> dict:
+def _med(values: list[float]) -> dict | None:
+    if not values:
+        return None
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def _rows(runs: list[dict], **key) -> list[dict]:
-    return [r for r in runs if all(r[k] == v for k, v in key.items())]
+def _rate(epochs: list[dict]) -> list[float]:
+    return [e["samples_per_s"] for e in epochs]
 
 
-def _per_round(rows: list[dict], base: list[dict], field: str) -> list[float]:
-    """rows[field] / base[field], round by round (rows of one round ran close together)."""
-    ref = {r["round"]: r[field] for r in base}
-    return [r[field] / ref[r["round"]] for r in rows if r["round"] in ref]
+def _cpu(epochs: list[dict]) -> list[float]:
+    return [e["cpu_ms_per_sample"] for e in epochs]
 
 
-def summary(runs: list[dict], twins: dict) -> list[dict]:
-    """Per modality, store and backend: local, warm and cold samples/s and CPU ms, the
-    per-round ratios to local, cold MB/s and the raw ceiling (`twins[m][s]`: the store
-    whose `local` row is `s`'s)."""
+def _raw(runs: list[dict], modality: str, store: str) -> dict:
+    """Median MB/s per raw configuration ("threads x MiB")."""
+    kinds = sorted({r["raw"] for r in runs if r["raw"] and r["modality"] == modality
+                    and r["store"] == store})
+    return {k: _med([r["mb_per_s"] for r in runs if r["raw"] == k and
+                     r["modality"] == modality and r["store"] == store]) for k in kinds}
+
+
+def _cold(rows: list[dict], ceiling: float | None) -> dict:
+    """Cold epochs against the local first epoch and against the bound a cold epoch can
+    reach: the lower of the local rate and the best raw rate over the bytes a sample
+    fetched."""
+    out: dict = {"samples_per_s": _med([r["cold"]["samples_per_s"] for r in rows]),
+                 "cpu_ms": _med([r["cold"]["cpu_ms_per_sample"] for r in rows]),
+                 "vs_local_first": _med([r["cold"]["samples_per_s"] /
+                                         r["local_first"]["samples_per_s"] for r in rows]),
+                 "vs_local": _med([r["cold"]["samples_per_s"] /
+                                   statistics.median(_rate(r["local"])) for r in rows])}
+    if ceiling and all(r["cold"].get("cache_bytes") for r in rows):
+        per_sample = [r["cold"]["cache_bytes"] / r["cold"]["samples"] for r in rows]
+        out["mb_per_s"] = _med([r["cold"]["cache_bytes"] / r["cold"]["seconds"] / 1e6
+                                for r in rows])
+        out["kb_per_sample"] = statistics.median(per_sample) / 1e3
+        bounds = [min(statistics.median(_rate(r["local"])), ceiling * 1e6 / b)
+                  for r, b in zip(rows, per_sample, strict=True)]
+        out["ceiling_samples_per_s"] = ceiling * 1e6 / statistics.median(per_sample)
+        out["vs_bound"] = _med([r["cold"]["samples_per_s"] / b
+                                for r, b in zip(rows, bounds, strict=True)])
+    return out
+
+
+def summary(runs: list[dict]) -> list[dict]:
+    """Per modality, store and backend: local and warm epochs (each warm epoch over the
+    local one beside it), cold, the raw ceilings."""
     out = []
-    for modality, stores in twins.items():
-        for store, twin in stores.items():
-            raw = {r["kind"]: _med([x["mb_per_s"] for x in _rows(runs, modality=modality,
-                                                                  store=store, kind=r["kind"])])
-                   for r in _rows(runs, modality=modality, store=store, backend=None)}
-            ceiling = max((v["median"] for v in raw.values()), default=None)
-            backends = sorted({r["backend"] for r in _rows(runs, modality=modality)
-                               if r["backend"]})
-            for backend in backends:
-                local = _rows(runs, modality=modality, store=twin, backend=backend,
-                              kind="local")
-                entry = {"modality": modality, "store": store, "backend": backend,
-                         "raw_mb_per_s": raw, "ceiling_mb_per_s": ceiling}
-                for kind in ("local", "warm", "cold"):
-                    rows = local if kind == "local" else _rows(
-                        runs, modality=modality, store=store, backend=backend, kind=kind)
-                    if not rows:
-                        continue
-                    entry[kind] = {"samples_per_s": _med([r["samples_per_s"] for r in rows]),
-                                   "cpu_ms": _med([r["cpu_ms_per_sample"] for r in rows])}
-                    if kind != "local" and local:
-                        entry[kind]["vs_local"] = _med(_per_round(rows, local,
-                                                                  "samples_per_s"))
-                        entry[kind]["cpu_vs_local"] = _med(_per_round(local, rows,
-                                                                      "cpu_ms_per_sample"))
-                    if kind == "cold" and all(r.get("cache_bytes") for r in rows):
-                        mbs = [r["cache_bytes"] / r["seconds"] / 1e6 for r in rows]
-                        entry[kind]["mb_per_s"] = _med(mbs)
-                        if ceiling:
-                            entry[kind]["vs_ceiling"] = statistics.median(mbs) / ceiling
-                out.append(entry)
+    keys = sorted({(r["modality"], r["store"], r["backend"]) for r in runs if r["backend"]})
+    for modality, store, backend in keys:
+        rows = [r for r in runs if (r["modality"], r["store"], r["backend"]) ==
+                (modality, store, backend)]
+        raw = _raw(runs, modality, store)
+        ceiling = max((v["median"] for v in raw.values() if v), default=None)
+        local = [e for r in rows for e in r["local"]]
+        warm = [e for r in rows for e in r["warm"]]
+        pairs = [(w, lo) for r in rows for w, lo in zip(r["warm"], r["local"], strict=True)]
+        out.append({
+            "modality": modality, "store": store, "backend": backend, "rounds": len(rows),
+            "local": {"samples_per_s": _med(_rate(local)), "cpu_ms": _med(_cpu(local))},
+            "warm": {"samples_per_s": _med(_rate(warm)), "cpu_ms": _med(_cpu(warm)),
+                     "vs_local": _med([w["samples_per_s"] / lo["samples_per_s"]
+                                       for w, lo in pairs]),
+                     "cpu_vs_local": _med([lo["cpu_ms_per_sample"] / w["cpu_ms_per_sample"]
+                                           for w, lo in pairs])},
+            "cold": _cold(rows, ceiling), "raw_mb_per_s": raw, "ceiling_mb_per_s": ceiling})
     return out
 
 
@@ -64,26 +81,27 @@ def _cell(d: dict | None, digits: int = 0) -> str:
 
 
 def lines(summary: list[dict]) -> list[str]:
-    out = ["| modality | store | backend | local /s | warm /s | warm vs local | cold /s | "
-           "cold vs local | CPU ms local / warm / cold |",
+    out = ["| modality | store | backend | local /s | warm /s | warm vs local | CPU ms "
+           "local / warm | cold /s | cold vs local first epoch |",
            "|---|---|---|---|---|---|---|---|---|"]
     for e in summary:
-        local, warm, cold = e.get("local", {}), e.get("warm", {}), e.get("cold", {})
-        cpu = " / ".join(f"{x['cpu_ms']['median']:.3f}" if x else "-"
-                         for x in (local, warm, cold))
+        local, warm, cold = e["local"], e["warm"], e["cold"]
         out.append(f"| {e['modality']} | {e['store']} | {e['backend']} | "
-                   f"{_cell(local.get('samples_per_s'))} | {_cell(warm.get('samples_per_s'))} "
-                   f"| {_cell(warm.get('vs_local'), 2)} | {_cell(cold.get('samples_per_s'))} | "
-                   f"{_cell(cold.get('vs_local'), 2)} | {cpu} |")
-    out += ["", "| modality | store | backend | cold MB/s | raw GET MB/s (threads x MiB) | "
-            "cold vs best raw |", "|---|---|---|---|---|---|"]
+                   f"{_cell(local['samples_per_s'])} | {_cell(warm['samples_per_s'])} | "
+                   f"{_cell(warm['vs_local'], 2)} | {local['cpu_ms']['median']:.3f} / "
+                   f"{warm['cpu_ms']['median']:.3f} | {_cell(cold['samples_per_s'])} | "
+                   f"{_cell(cold['vs_local_first'], 2)} |")
+    out += ["", "| modality | store | backend | cold MB/s | kB a sample | raw GET MB/s "
+            "(threads x MiB) | bound /s | cold vs bound |", "|---|---|---|---|---|---|---|---|"]
     for e in summary:
-        cold = e.get("cold", {})
-        raw = ", ".join(f"{k[4:]}: {v['median']:.1f}" for k, v in e["raw_mb_per_s"].items())
-        ratio = cold.get("vs_ceiling")
+        cold = e["cold"]
+        raw = ", ".join(f"{k}: {v['median']:.1f}" for k, v in e["raw_mb_per_s"].items() if v)
+        bound = cold.get("ceiling_samples_per_s")
+        bound_cell = "-" if bound is None else \
+            f"{min(bound, e['local']['samples_per_s']['median']):,.0f}"
         out.append(f"| {e['modality']} | {e['store']} | {e['backend']} | "
-                   f"{_cell(cold.get('mb_per_s'), 1)} | {raw} | "
-                   f"{'-' if ratio is None else f'{ratio:.2f}'} |")
+                   f"{_cell(cold.get('mb_per_s'), 1)} | {cold.get('kb_per_sample', 0):.1f} | "
+                   f"{raw} | {bound_cell} | {_cell(cold.get('vs_bound'), 2)} |")
     return out
 
 
