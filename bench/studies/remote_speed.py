@@ -1,7 +1,7 @@
 """Remote reads against local ones: every modality from S3 and HTTP, local vs warm vs cold.
 
     python bench/studies/remote_speed.py [--modalities hyperspectral,image,video]
-        [--stores s3,http] [--backends dali,torch] [--rounds 3] [--epochs 4]
+        [--stores s3,http] [--backends dali,torch] [--rounds 3] [--epochs 3]
         [--hyperspectral DIR] [--images DIR] [--video DIR] [--work DIR] [--json PATH]
 
 Data (held out: pass your own): `--hyperspectral`, a folder of one ENVI scene with its
@@ -17,7 +17,7 @@ the local and the remote loader side by side: the local loader's first epoch, th
 one's first epoch over an empty `cache_dir` (`cold`), then `--epochs` epochs of each in
 turn (`local`, `warm`), so every warm epoch has a local one seconds away; rounds repeat
 it, in rotated order. `raw` is the server's ceiling: every byte of the same objects read
-once by N threads of GETs of 1 MiB (the cache's blocks) and 4 MiB (the read-ahead's merged
+once by N threads of GETs of 4 MiB (the cache's blocks) and 8 MiB (the read-ahead's merged
 requests) through the same client. Reported: samples/s (medians, min-max), the ratios of
 each warm epoch to its local neighbour, cold against the local first epoch and against the
 bound a cold epoch can reach (the lower of the local rate and the best raw GET rate over
@@ -45,7 +45,7 @@ from bench.report import write_json  # noqa: E402
 LOADER = {"hyperspectral": {"batch_size": 64},
           "image": {"batch_size": 64},
           "video": {"batch_size": 8, "clip_length": 16, "size": 112}}
-RAW = ((1, 1 << 20), (4, 1 << 20), (4, 4 << 20))  # (threads, bytes a request)
+RAW = ((1, 4 << 20), (4, 4 << 20), (4, 8 << 20))  # (threads, bytes a request)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -55,7 +55,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--stores", default="s3,http")
     p.add_argument("--backends", default="dali,torch")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=4, help="warm epochs (and local ones)")
+    p.add_argument("--epochs", type=int, default=3, help="warm epochs (and local ones)")
     p.add_argument("--hyperspectral", type=Path, help="a folder of ENVI scenes")
     p.add_argument("--images", type=Path, help="class folders of images")
     p.add_argument("--video", type=Path, help="class folders of H.264 clips")

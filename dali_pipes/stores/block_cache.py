@@ -41,7 +41,7 @@ from dali_pipes.stores.read_ahead import ReadAhead
 
 __all__ = ["DEFAULT_BLOCK", "DIGEST", "BlockCache"]
 
-DEFAULT_BLOCK = 1 << 20
+DEFAULT_BLOCK = 4 << 20  # bytes a block: one ranged GET each, and one memory map
 Fetch = Callable[[int, int], bytes]
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 DIGEST = 4  # bytes of the CRC-32 stored after each block's data
 TOUCH_EVERY = 1.0  # seconds between two marks of one block as used, per process
-DEFAULT_MAPS = 64  # block files each process keeps mapped
+DEFAULT_MAPS = 32  # block files each process keeps mapped
 MISS, BAD = "miss", "bad"
 
 

@@ -33,7 +33,7 @@ class ReadAhead:
         wait: seconds a read waits for a block being fetched ahead.
     """
 
-    def __init__(self, *, blocks: int = 4, merge: int = 4, depth: int = 4,
+    def __init__(self, *, blocks: int = 2, merge: int = 2, depth: int = 4,
                  wait: float = 60.0):
         self.blocks, self.merge, self.depth, self.wait = blocks, merge, depth, wait
         self._fresh()

@@ -63,7 +63,7 @@ from dali_pipes.stores.remote_read import (
 
 __all__ = ["FsspecStore", "MissingObject", "ObjectChanged", "StoreError", "is_url"]
 
-READ_AHEAD = 4  # blocks fetched in the background after a miss
+READ_AHEAD = 2  # blocks fetched in the background after a miss
 
 
 class StoreError(OSError):

@@ -39,6 +39,7 @@ def _read(store: FsspecStore, url: str, block: int) -> None:
 def test_the_next_blocks_come_ahead_in_one_request(served, tmp_path):
     server, url = served
     store = _store(tmp_path, read_ahead=4)
+    store.cache.ahead.merge = 4  # up to 4 blocks a request
     store.stat(url)
     for block in range(20):  # 0 read, 1-4 ahead; the first use of 4: 5-8 ahead, ...
         _read(store, url, block)
