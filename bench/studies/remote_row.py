@@ -2,11 +2,12 @@
 side with the local one, or the raw GET ceiling of a server.
 
     pair: --spec JSON {"modality", "backend", "local", "remote" (paths, URLs or lists),
-          "options", "remote_options", "epochs"}: both loaders made; the local loader's
-          first epoch, then the remote loader's first (`cold`: its cache_dir empty), then
-          `epochs` epochs of each in turn, the first of each pair alternating (`local`,
-          `warm`): samples/s and CPU ms per sample (this process and its workers) of every
-          epoch, and the bytes the block cache holds after the cold epoch.
+          "options", "remote_options", "epochs", "cold_first"}: both loaders made; the
+          local loader's first epoch and the remote loader's first (`cold`: its cache_dir
+          empty; before the local one with `cold_first`), then `epochs` epochs of each in
+          turn, the first of each pair alternating (`local`, `warm`): samples/s and CPU ms
+          per sample (this process and its workers) of every epoch, and the bytes the
+          block cache holds after the cold epoch.
     raw:  --spec JSON {"raw": true, "objects": [[url, size], ...], "options",
           "threads", "request"}: every byte of the objects read once by `threads` threads,
           `request` bytes a GET, through an FsspecStore without cache (the same client,
@@ -54,7 +55,10 @@ def pair_row(spec: dict) -> dict:
     remote_options = {**options, **spec["remote_options"]}
     local = make_loader(spec["modality"], spec["local"], **options)
     remote = make_loader(spec["modality"], spec["remote"], **remote_options)
-    out = {"local_first": epoch(local, 0), "cold": epoch(remote, 0)}
+    out: dict = {}
+    for name, loader in ((("cold", remote), ("local_first", local)) if spec.get("cold_first")
+                         else (("local_first", local), ("cold", remote))):
+        out[name] = epoch(loader, 0)
     out["cold"]["cache_bytes"] = cache_bytes(remote_options)
     out["local"], out["warm"] = [], []
     for i in range(spec["epochs"]):

@@ -14,15 +14,16 @@ and shards (the video packed into shards too), each against the same files on lo
 
 Each (modality, store, backend) runs in a process of its own (bench/studies/remote_row.py),
 the local and the remote loader side by side: the local loader's first epoch, the remote
-one's first epoch over an empty `cache_dir` (`cold`), then `--epochs` epochs of each in
-turn (`local`, `warm`), so every warm epoch has a local one seconds away; rounds repeat
-it, in rotated order. `raw` is the server's ceiling: every byte of the same objects read
-once by N threads of GETs of 4 MiB (the cache's blocks) and 8 MiB (the read-ahead's merged
-requests) through the same client. Reported: samples/s (medians, min-max), the ratios of
-each warm epoch to its local neighbour, cold against the local first epoch and against the
-bound a cold epoch can reach (the lower of the local rate and the best raw GET rate over
-the bytes each sample fetched), CPU ms per sample, and the machine's load. Prints the
-tables; --json writes everything.
+one's first epoch over an empty `cache_dir` (`cold`; the two first epochs in turns from
+round to round), then `--epochs` epochs of each in turn (`local`, `warm`), so every warm
+epoch has a local one seconds away; rounds repeat it, in rotated order. `raw` is the
+server's ceiling: every byte of the same objects read once by N threads of GETs of 4 MiB
+(the cache's blocks) and 8 MiB (the read-ahead's merged requests) through the same client.
+Reported: samples/s (medians, min-max), the ratios of each warm epoch to its local
+neighbour, cold against the local loader (its first epoch, and its later ones) and against
+the bound a cold epoch can reach (the lower of the local first epoch's rate and the best
+raw GET rate over the bytes each sample fetched), CPU ms per sample, and the machine's
+load. Prints the tables; --json writes everything.
 """
 from __future__ import annotations
 
@@ -179,7 +180,7 @@ def _spec(modality, store, backend, rnd, data, servers, args) -> dict:
     cache = args.work / "caches" / f"{modality}-{store}-{backend}-{rnd}"
     shutil.rmtree(cache, ignore_errors=True)
     return {"modality": modality, "backend": backend, "local": str(data[modality][store]),
-            "remote": url, "epochs": args.epochs,
+            "remote": url, "epochs": args.epochs, "cold_first": rnd % 2 == 1,
             "options": {**LOADER[modality], "seed": 0},
             "remote_options": {"storage_options": options, "cache_dir": str(cache)}}
 
