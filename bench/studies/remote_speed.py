@@ -43,9 +43,12 @@ from bench.launch import run_round  # noqa: E402
 from bench.metrics import LoadMonitor  # noqa: E402
 from bench.report import write_json  # noqa: E402
 
-LOADER = {"hyperspectral": {"batch_size": 64},
-          "image": {"batch_size": 64},
-          "video": {"batch_size": 8, "clip_length": 16, "size": 112}}
+CLIPS = {"batch_size": 8, "clip_length": 16, "size": 112}  # video: 16 frames to 112x112
+
+
+def loader_options(modality: str) -> dict:
+    """make_loader options of a modality's rows (both loaders, both backends)."""
+    return {**(CLIPS if modality == "video" else {"batch_size": 64}), "seed": 0}
 RAW = ((1, 4 << 20), (4, 4 << 20), (4, 8 << 20))  # (threads, bytes a request)
 
 
@@ -181,7 +184,7 @@ def _spec(modality, store, backend, rnd, data, servers, args) -> dict:
     shutil.rmtree(cache, ignore_errors=True)
     return {"modality": modality, "backend": backend, "local": str(data[modality][store]),
             "remote": url, "epochs": args.epochs, "cold_first": rnd % 2 == 1,
-            "options": {**LOADER[modality], "seed": 0},
+            "options": loader_options(modality),
             "remote_options": {"storage_options": options, "cache_dir": str(cache)}}
 
 
