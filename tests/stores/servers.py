@@ -8,6 +8,8 @@ import socket
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -102,6 +104,15 @@ class RangeServer:
         handler.end_headers()
         if body:
             handler.wfile.write(data[start:end])
+
+
+@contextmanager
+def served_file(folder: Path, name: str, data: bytes) -> Iterator[tuple[RangeServer, str]]:
+    """`data` as `folder/name` behind a RangeServer: (the server, the file's URL)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data)
+    with RangeServer(folder) as server:
+        yield server, f"{server.url}/{name}"
 
 
 class MotoS3:

@@ -12,7 +12,7 @@ import pytest
 
 from dali_pipes.stores.mapped_blocks import DIGEST
 from dali_pipes.stores.remote import FsspecStore
-from tests.stores.servers import RangeServer
+from tests.stores.servers import served_file
 
 BLOCK = 1000
 BLOB = np.random.default_rng(11).integers(0, 256, 20 * BLOCK, dtype=np.uint8)
@@ -20,10 +20,8 @@ BLOB = np.random.default_rng(11).integers(0, 256, 20 * BLOCK, dtype=np.uint8)
 
 @pytest.fixture
 def served(tmp_path):
-    (tmp_path / "srv").mkdir()
-    (tmp_path / "srv" / "blob.bin").write_bytes(BLOB.tobytes())
-    with RangeServer(tmp_path / "srv") as server:
-        yield server, f"{server.url}/blob.bin"
+    with served_file(tmp_path / "srv", "blob.bin", BLOB.tobytes()) as found:
+        yield found
 
 
 def _store(tmp_path: Path, **kw) -> FsspecStore:
