@@ -17,8 +17,9 @@ each loader the wait for its first batch and the close that ends that pass (the 
 statistics count the bytes read: a lazy listing takes its file sizes then). Each row gets the
 median and best wall seconds and the median CPU seconds of the process (all its threads;
 the torch backend's worker processes are not counted). `--fresh N` adds N fresh processes
-per tree and backend, interleaved: the import, `make_loader` and first batch as a script
-starting cold sees them. Put DIR on a tmpfs (/dev/shm) for the directory cost alone.
+per tree and backend (and for ImageFolder), interleaved: the import, `make_loader`, the
+first batch and the close as a script starting cold sees them. Put DIR on a tmpfs
+(/dev/shm) for the directory cost alone.
 """
 from __future__ import annotations
 
@@ -72,18 +73,27 @@ for line in sys.stdin:
     print(json.dumps(one_round()), flush=True)
 '''
 
-# A script starting cold: argv = [data, backend]; one JSON line.
+# A script starting cold: argv = [data, backend or "ImageFolder"]; one JSON line.
 _FRESH = r'''
 import json, sys, time
 t0 = time.perf_counter()
+if sys.argv[2] == "ImageFolder":
+    from torchvision.datasets import ImageFolder
+    t1 = time.perf_counter()
+    ImageFolder(sys.argv[1])
+    print(json.dumps({"import": t1 - t0, "ImageFolder": time.perf_counter() - t1}))
+    sys.exit()
 from torch_bridge import make_loader
 t1 = time.perf_counter()
 loader = make_loader("image", sys.argv[1], backend=sys.argv[2])
 t2 = time.perf_counter()
-next(iter(loader))
+passing = iter(loader)
+next(passing)
 t3 = time.perf_counter()
+passing.close()
 loader.close()
-print(json.dumps({"import": t1 - t0, "make_loader": t2 - t1, "first batch": t3 - t2}))
+print(json.dumps({"import": t1 - t0, "make_loader": t2 - t1, "first batch": t3 - t2,
+                  "close": time.perf_counter() - t3}))
 '''
 
 
@@ -147,8 +157,10 @@ def fresh(trees: dict[str, str], data: str, n: int) -> dict[tuple[str, str], lis
     """{(tree name, backend): [timings of one cold process, ...]}, interleaved."""
     out: dict[tuple[str, str], list[dict]] = {}
     for _ in range(n):
-        for backend in ("dali", "torch"):
+        for backend in ("ImageFolder", "dali", "torch"):
             for name, tree in trees.items():
+                if backend == "ImageFolder" and name != next(iter(trees)):
+                    continue  # torchvision's, the same from every tree
                 stdout, _ = _python(tree, _FRESH, data, backend).communicate(timeout=600)
                 out.setdefault((name, backend), []).append(json.loads(stdout.splitlines()[-1]))
     return out
@@ -174,7 +186,8 @@ def report(times: dict[str, dict[str, list]], cold: dict[tuple[str, str], list[d
     for (name, backend), runs in cold.items():
         parts = ", ".join(f"{k} {statistics.median(r[k] for r in runs):.3f}"
                           for k in runs[0])
-        print(f"fresh process, {name}, {backend}: {parts} (medians of {len(runs)})")
+        what = "torchvision" if backend == "ImageFolder" else f"{name}, {backend}"
+        print(f"fresh process, {what}: {parts} (medians of {len(runs)})")
 
 
 def main(argv=None) -> None:
