@@ -4,21 +4,28 @@
                             [--batch-size N] [--steps N]
                             [--device cpu|cuda|auto] [--json PATH] [--plot PATH.png]
                             [--backends dali,torch,dali:throughput,...] [--repeats N]
-                            [--stages] [--on-error raise|skip] [--recipe NAME|PATH.toml]
+                            [--details] [--stages] [--on-error raise|skip]
+                            [--recipe NAME|PATH.toml]
 
-With no --data it creates a built-in sample data set once (cached) and runs on it
-(`--sample large`: 48 photos of 3000-6000 px, half of them progressive). Each backend runs
-in its own process; rounds are interleaved (backend A, B, A, B, ...; --repeats 3 by
-default) and the table shows medians with the min-max spread. "CPU ms/sample" is the CPU
-time of the loader's whole process tree (DataLoader or feed workers included) per sample:
-on a shared machine it moves less than samples/s. The 1-minute load average is sampled
-during the run; above the number of cores, a warning says the ratios are suspect. Warm-up
-steps are excluded. "wait" is the time the training loop waits in next(loader) per step.
---stages adds a per-stage table (read, decode + augment, transfer) where the stages can be
-measured. The table fits 80 columns; "vs dali" is a row's samples/s over dali's.
---on-error skip lets our dali and torch loaders skip bad files (counted in "skip"). A backend
-that fails is reported in one line (its last exception line) and the other rows still run;
-the exit code is then 1. Progress: a bar on a terminal, plain lines on stderr otherwise
+Before anything else it checks that torch, torchvision and DALI import and run here, and
+stops with a few lines naming the one that does not and the pip command that fixes it. With
+no --data it creates a built-in sample data set once (cached: a later run says so in one
+line) and runs on it (`--sample large`: 48 photos of 3000-6000 px, half of them
+progressive). Each backend runs in its own process; rounds are interleaved (backend A, B,
+A, B, ...; --repeats 3 by default) and the table shows medians. Its columns are the
+README's: samples/s (images/s, clips/s), "our DALI loader is" (dali's samples/s over the
+row's: "3.04x faster") and "CPU ms / image", the CPU time of the loader's whole process tree
+(DataLoader or feed workers included) per sample: on a shared machine it moves less than
+samples/s. One line under the table says what each row is. --details adds the min-max over
+the rounds, the time the training loop waits in next(loader) per step (p50, p95), memory
+and GPU use. The 1-minute load average is sampled during the run; above the number of
+cores, a warning says the ratios are suspect. Warm-up steps are excluded. --stages adds a
+per-stage table (read, decode + augment, transfer) where the stages can be measured. Every
+line fits 80 columns.
+--on-error skip lets our dali and torch loaders skip bad files (counted in "skipped"). A
+backend that fails is reported in one line (its last exception line, or the signal that
+killed it) and the other rows still run; the exit code is then 1. Progress: a bar on a
+terminal, plain lines on stderr otherwise, with an ETA once every row has run a round
 (docs/tools.md).
 --recipe (images) runs a training recipe (a preset or a TOML file, docs/recipes.md) on our
 dali and torch backends and on "usual", the same recipe written the usual way (ImageFolder
@@ -41,37 +48,31 @@ import argparse
 import json
 import os
 import platform
-import re
 import sys
-import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parent))
 
-from bench.launch import run_round  # noqa: E402
+from bench.first_run import build_native  # noqa: E402
+from bench.first_run import sample_data as _sample_data  # noqa: E402
+from bench.launch import broken_environment  # noqa: E402
 from bench.metrics import LoadMonitor  # noqa: E402
-from bench.report import print_table, speedups, write_json  # noqa: E402
+from bench.report import fit, print_table, speedups, write_json  # noqa: E402
+from bench.rounds import (  # noqa: E402, F401  (studies and tests use all but run_all here)
+    BackendFailed,
+    _median,
+    last_error_line,
+    run_all,
+    run_backend,
+)
+from dali_pipes.cli import ArgumentParser  # noqa: E402
 from torch_bridge import registry  # noqa: E402
-
-METRICS = ("samples_per_s", "wait_ms_p50", "wait_ms_p95", "cpu_percent", "gpu_util_percent",
-           "peak_rss_mb", "cpu_ms_per_sample")
-# the last line of a Python traceback: "pkg.mod.SampleError: sample 3 (...): ..."
-EXCEPTION_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*)\w*(Error|Exception|Exit|Interrupt)(:|$)")
-SPREAD = ("samples_per_s", "cpu_ms_per_sample")  # reported as [min, max] over rounds
-WIDTH = 80  # every line compare.py prints fits in this many columns
-
-
-def fit(text: str) -> str:
-    """`text` wrapped to WIDTH columns, continuation lines indented by two spaces."""
-    return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ",
-                                   break_on_hyphens=False) or line
-                     for line in text.splitlines())
 
 
 def say(text: str) -> None:
-    """A message on stderr, wrapped to WIDTH columns."""
+    """A message on stderr, wrapped to 80 columns."""
     print(fit(text), file=sys.stderr, flush=True)
 
 
@@ -86,7 +87,7 @@ class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpF
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=_Help)
+    p = ArgumentParser(description=__doc__, formatter_class=_Help)
     p.add_argument("--modality", choices=registry.names(), default="image",
                    help="the kind of data")
     p.add_argument("--data", type=_existing_path,
@@ -104,8 +105,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--plot", type=Path, help="also write a PNG here: samples/s per backend "
                    "and data-wait distributions (bench/plots.py)")
     p.add_argument("--backends", help="comma-separated subset (default for images: dali, "
-                   "torch, classic, dali-stock, adapter, dali:throughput); dali:<preset> "
-                   "runs our DALI backend with that decode preset")
+                   "torch, classic, dali-stock, adapter); dali:<preset> runs our DALI "
+                   "backend with that decode preset, e.g. dali:throughput")
     p.add_argument("--repeats", type=int, default=3, help="interleaved rounds; medians "
                    "with the min-max spread")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (torch paths)")
@@ -115,6 +116,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--on-error", choices=["raise", "skip"], default="raise",
                    help="bad samples: raise (the row fails, with the cause) or skip them "
                    "(our dali and torch loaders; the table counts the skipped samples)")
+    p.add_argument("--details", action="store_true", help="also print the min-max "
+                   "over the rounds, the wait in next(loader) (p50, p95), memory and GPU use")
     p.add_argument("--stages", action="store_true", help="also time read, decode+augment and "
                    "transfer per batch where measurable (bench/stages.py) and print a second "
                    "table; adds a \"stages\" dict to each result")
@@ -212,122 +215,14 @@ def resolve_device(choice: str) -> str:
 
 
 def sample_data(modality: str, sample: str = "default") -> Path:
-    """The cached built-in sample data set for `modality`, created (with progress) if absent."""
-    from dali_pipes.progress import progress_bar
-
-    if modality not in registry.REGISTRY:
-        raise SystemExit(f"--modality {modality}: built-in sample data not available yet")
-    spec = registry.get(modality)
-    make, description = spec.sample_maker(), spec.sample_note
-    if sample == "large":
-        if modality != "image":
-            raise SystemExit(f"--sample large: only for --modality image, not {modality}")
-        from dali_pipes.testing.sample_data import large_photo_dataset
-        make, description = large_photo_dataset, "writing large sample photos (first run)"
-    if sample == "real":
-        if modality != "image":
-            raise SystemExit(f"--sample real: only for --modality image, not {modality}")
-        from dali_pipes.testing.sample_real import real_photo_crops
-        make, description = real_photo_crops, "writing crops of real photos (first run)"
-    with progress_bar(None, description, unit="files", transient=True) as bar:
-        return make(progress=lambda done, total: bar.update(done, total=total))
+    """The cached built-in sample data set for `modality`, created (with progress) if absent;
+    a cached one is announced in one line on stderr."""
+    return _sample_data(modality, sample, say)
 
 
 def uses_native(backends: list[str]) -> bool:
     """Whether a row runs our DALI graphs (which use the native operators)."""
     return any(b.partition(":")[0] in ("dali", "adapter") for b in backends)
-
-
-def run_backend(backend: str, args, data: Path, device: str, on_step) -> dict:
-    """One round of one backend in its own process (run_one.py): its result dict.
-
-    Raises:
-        BackendFailed: the child exited non-zero or gave no result; `cause` is the last
-            exception line of its stderr.
-    """
-    name, _, preset = backend.partition(":")
-    cmd = ["--backend", name, "--modality", args.modality, "--data", str(data), "--batch-size",
-           str(args.batch_size), "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--device", device, "--size", str(args.size), "--workers", str(args.workers),
-           "--threads", str(args.threads), "--on-error", getattr(args, "on_error", "raise"),
-           "--prebuilt"]
-    if preset or args.config:
-        cmd += ["--config", preset or args.config]
-    if getattr(args, "recipe", None):
-        cmd += ["--recipe", args.recipe]
-    if getattr(args, "stages", False):
-        cmd.append("--stages")
-    if getattr(args, "options", None):
-        cmd += ["--options", args.options]
-    result, code, err = run_round(cmd, on_step)
-    if code != 0 or result is None:
-        raise BackendFailed(backend, code, last_error_line(err))
-    result.pop("event")
-    result["backend"] = backend
-    return result
-
-
-class BackendFailed(RuntimeError):
-    """A backend's measuring process failed; `cause` is one line saying why."""
-
-    def __init__(self, backend: str, code: int, cause: str):
-        super().__init__(f"backend {backend!r} failed (exit {code}): {cause}")
-        self.backend, self.code, self.cause = backend, code, cause
-
-
-def last_error_line(stderr: str) -> str:
-    """The child's last exception line ("SampleError: sample 3 (/x/a.jpg): ..."), else its
-    last non-empty stderr line, else "no error output"."""
-    lines = [x.strip() for x in stderr.splitlines() if x.strip()]
-    for line in reversed(lines):
-        match = EXCEPTION_LINE.match(line)
-        if match:  # "torch_bridge.errors.SampleError: ..." -> "SampleError: ..."
-            return line[len(match.group(1)):][:300]
-    return lines[-1][:300] if lines else "no error output"
-
-
-def run_all(args, data: Path, device: str, backends: list[str]) -> list[dict]:
-    """Interleaved rounds of every backend; the median result per backend. A backend that
-    fails is reported (one line, on stderr) and left out of later rounds; its row then holds
-    "error" instead of measures."""
-    from dali_pipes.progress import progress_bar
-
-    rounds: dict[str, list[dict]] = {b: [] for b in backends}
-    failed: dict[str, str] = {}
-    total = args.repeats * len(backends) * args.steps
-    with progress_bar(total, "measuring", unit="steps", transient=True) as bar:
-        for r in range(args.repeats):
-            for backend in backends:
-                if backend in failed:
-                    bar.advance(args.steps)
-                    continue
-                base = bar.done
-                bar.print(f"{backend} (round {r + 1} of {args.repeats})")
-                try:
-                    rounds[backend].append(run_backend(
-                        backend, args, data, device,
-                        lambda done, b=base: bar.update(b + done)))
-                except BackendFailed as exc:
-                    failed[backend] = exc.cause
-                    bar.print(fit(f"compare.py: {backend} failed: {exc.cause}"))
-                bar.update(base + args.steps)
-    return [_median(rounds[b]) if b not in failed else {"backend": b, "error": failed[b]}
-            for b in backends]
-
-
-def _median(results: list[dict]) -> dict:
-    import numpy as np
-    out = dict(results[0])
-    for key in METRICS:
-        values = [r[key] for r in results if r.get(key) is not None]
-        out[key] = float(np.median(values)) if values else None
-        if key in SPREAD:
-            out[f"{key}_range"] = [float(min(values)), float(max(values))] if values else None
-    if "stages" in out:  # --stages: the median of each stage too
-        from bench.stages import median_stages
-        out["stages"] = median_stages([r["stages"] for r in results])
-    out["repeats"] = len(results)
-    return out
 
 
 def environment(device: str) -> dict:
@@ -344,6 +239,9 @@ def environment(device: str) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    problem = broken_environment()  # before anything is made, built or forked
+    if problem is not None:
+        raise SystemExit(fit(f"compare.py: {problem}"))
     device = resolve_device(args.device)
     if args.recipe:
         check_recipe(args.recipe, args.modality)
@@ -354,8 +252,7 @@ def main(argv=None) -> int:
         backends += [p for p in peer_rows(args.modality, args.peers, say)
                      if p not in backends]
     if uses_native(backends):  # compiled here, once, before anything is timed
-        from dali_pipes.native.prebuild import prebuild
-        prebuild(say=say)
+        build_native(say)
     with LoadMonitor() as load:
         results = run_all(args, data, device, backends)
     report = {"modality": args.modality, "device": device, "results": results,
@@ -368,7 +265,7 @@ def main(argv=None) -> int:
     if args.recipe:
         report.update(recipe=args.recipe, recipe_speedups=recipe_speedups(results))
         report["settings"]["recipe"] = args.recipe
-    print_table(report)
+    print_table(report, details=args.details)
     if args.recipe:
         print(fit("recipe " + args.recipe + ": dali " + ", ".join(
             f"{k} {v:.2f}x" if v is not None else f"{k} -"

@@ -31,13 +31,11 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.diagnosis.loop import run_diagnosis  # noqa: E402
-from bench.diagnosis.report import print_report  # noqa: E402
-from bench.report import write_json  # noqa: E402
+from bench.args import loader_parser  # noqa: E402
+from bench.launch import broken_environment  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    from bench.run_one import loader_parser
     p = loader_parser(__doc__)
     p.add_argument("--config", help="DALI decode preset name or TOML path")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (torch)")
@@ -60,6 +58,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    problem = broken_environment()
+    if problem is not None:
+        print(f"diagnose.py: {problem}", file=sys.stderr)
+        return 1
+    from bench.diagnosis.loop import run_diagnosis  # torch and DALI: after --help
+    from bench.diagnosis.report import print_report
+    from bench.report import write_json
     try:
         report = run_diagnosis(args)
     except (ValueError, RuntimeError, OSError, ImportError) as exc:

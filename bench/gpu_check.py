@@ -41,10 +41,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import gpu_checks as mc  # noqa: E402
-from bench import gpu_checks_device as dc  # noqa: E402
-from bench import gpu_checks_hw as hw  # noqa: E402
 from bench.gpu_report import EXIT_DEADLINE, EXIT_FAILED, Deadline, Report, Watchdog  # noqa: E402
+from dali_pipes.cli import ArgumentParser  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout, where the subprocesses run
 THROUGHPUT_S = 90.0  # seconds the gpu-marked tests leave for the throughput checks
@@ -53,6 +51,9 @@ THROUGHPUT_S = 90.0  # seconds the gpu-marked tests leave for the throughput che
 def checks(ctx) -> list[tuple[str, object]]:
     """(name, zero-argument callable) for every check, in run order: correctness first,
     throughput last."""
+    from bench import gpu_checks as mc  # torch and DALI: after --help
+    from bench import gpu_checks_device as dc
+    from bench import gpu_checks_hw as hw
     out = [(f"image preset={p} train={t}", lambda p=p, t=t: mc.image_preset(ctx, p, t))
            for p in mc.PRESETS for t in (True, False)]
     out += [(f"image preset={p}: DALI vs the torch path",
@@ -126,6 +127,15 @@ def preflight(dry: bool) -> dict:
     return found
 
 
+def has_gpu() -> bool:
+    """Whether torch sees a CUDA device (False, not an exception, without a driver)."""
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - a torch that does not import has no GPU to check
+        return False
+
+
 def run_one(name: str, fn) -> dict:
     t0 = time.perf_counter()
     record = {"name": name}
@@ -179,8 +189,8 @@ def pytest_gpu(ctx) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry", action="store_true", help="CPU only, small data")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT",
                                                                          "gpu_check_out")))
@@ -189,6 +199,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds the whole run may take (default 540)")
     parser.add_argument("--only", help="run only the checks whose name contains this")
     args = parser.parse_args(argv)
+    if not args.dry and not has_gpu():
+        print("gpu_check.py: no NVIDIA GPU here (no driver, or torch sees no CUDA device); "
+              "`python bench/gpu_check.py --dry` runs the same checks on the CPU",
+              file=sys.stderr)
+        return 2
+    from bench import gpu_checks as mc
     deadline = Deadline(args.deadline)
     work = args.work or Path(tempfile.mkdtemp(prefix="gpu_check_"))
     work.mkdir(parents=True, exist_ok=True)

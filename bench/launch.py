@@ -4,9 +4,12 @@ CPU, memory and workers apart from the others'), without paying those imports ag
 (docs/measurements.md has the time it saves).
 
 The server is multiprocessing's forkserver, started on first use with those modules
-preloaded; it never runs a loader or touches CUDA, so every child starts clean. A child's
-stdout and stderr go to files, which the parent follows while the child lives: there is no
-pipe for a chatty child to fill, and the wait ends when the child does.
+preloaded (bench/_preload.py: a module that fails to import is left to the child, which
+then fails with its own error); it never runs a loader or touches CUDA, so every child
+starts clean. A server that cannot start or answer makes the round run in a fresh
+interpreter instead. A child's stdout and stderr go to files, which the parent follows
+while the child lives: there is no pipe for a chatty child to fill, and the wait ends when
+the child does.
 
 A round that writes nothing, to stdout or stderr, for `STALL_S` seconds (no step, no
 progress line) is taken for a hang: it is killed and fails with a line saying so, and the
@@ -34,6 +37,18 @@ STALL_S = 600.0  # silence, in seconds, after which a round is stopped
 STALLED = 124  # the exit code of a stopped round (as timeout(1) has it)
 
 
+def broken_environment() -> str | None:
+    """None when torch, torchvision and DALI import and run here; else a few lines naming
+    the package that does not, its error and the pip command that fixes it. A benchmark
+    stops with them before it forks anything (the server imports those packages)."""
+    from torch_bridge.tools._companions import environment_problem
+    row = environment_problem()
+    if row is None:
+        return None
+    return (f"{row.name}: {row.detail}\nfix: {row.advice}\n"
+            f"(python -m torch_bridge.doctor checks the whole environment)")
+
+
 def stalled_line(seconds: float) -> str:
     """The line a stopped round's stderr ends with."""
     return f"stopped: no output for {seconds:.0f} s (a hang?)"
@@ -44,7 +59,7 @@ def _context():
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return None
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
+    context.set_forkserver_preload(["bench._preload"])
     return context
 
 
@@ -106,7 +121,7 @@ def run_measure(argv: list[str], on_step, entry: str = "bench.run_one",
         proc = context.Process(target=_child, args=(entry, argv, str(out), str(err)), daemon=False)
         try:
             proc.start()
-        except OSError:  # the server could not start here: a fresh interpreter instead
+        except (OSError, EOFError):  # no server here, or it died: a fresh interpreter
             return None
         found: dict = {}
         partial = ""

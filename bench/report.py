@@ -1,17 +1,42 @@
-"""Ratios and the on-screen table of a compare.py run.
+"""Ratios and the on-screen tables of a compare.py run.
 
-The table fits 80 columns. Its one ratio, "vs dali", is a row's samples/s over our DALI
-loader's (2.00: twice as fast as dali, 0.50: half as fast). The JSON keeps the documented
-(docs/design.md) `speedup` (dali over torch) and `ratios` ("dali/<row>": dali over that
-row) and adds `speed_over_dali` ("<row>": that row over dali, the table's column).
+The table has the README's columns: loader, images/s (clips/s for clips, samples/s for other
+data), "our DALI loader is" (our DALI loader's images/s over the row's: "3.04x faster", or
+"1.25x slower" where the row is faster) and CPU ms per image; under it, one line says what
+each row is. `--details` adds a second table: the min-max over the rounds, the time the
+loop waits in next(loader), memory and GPU use. The JSON keeps the documented
+(docs/design.md) `speedup` (dali over torch) and `ratios` ("dali/<row>": dali over that row,
+the table's column) and adds `speed_over_dali` ("<row>": that row over dali).
 """
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
-TABLE_WIDTH = 80
+TABLE_WIDTH = 80  # every line the benchmark prints fits in this many columns
 BACKEND_WIDTH = 16  # longer names (a preset's path) are cut in the table, whole in JSON
+# what each row is, one line each under the table ("dali:<preset>" rows: see `explain`)
+ROWS = {
+    "dali": "this project, DALI backend (make_loader(backend=\"dali\"))",
+    "torch": "this project, DataLoader path (make_loader(backend=\"torch\"))",
+    "classic": "ImageFolder + PIL + torchvision transforms, a DataLoader",
+    "dali-stock": "DALI's own recipe (fn.readers.file, decoders, random_resized_crop)",
+    "adapter": "a user Dataset + Sampler on our DALI graph (dali_from_dataset)",
+    "usual": "the recipe written the usual way (ImageFolder + PIL + transforms.v2)",
+    "ffcv": "FFCV, set up as its docs recommend (bench/peers.py)",
+    "spdl": "SPDL, set up as its docs recommend (bench/peers.py)",
+    "torchcodec": "torchcodec decoding the same samples (bench/peers*.py)",
+    "pyav": "PyAV decoding the same samples (bench/peers*.py)",
+    "decode-ceiling": "whole files decoded by libjpeg-turbo, nothing else: a ceiling",
+}
+
+
+def fit(text: str) -> str:
+    """`text` wrapped to TABLE_WIDTH columns, continuation lines indented by two spaces."""
+    return "\n".join(textwrap.fill(line, TABLE_WIDTH, subsequent_indent="  ",
+                                   break_on_hyphens=False) or line
+                     for line in text.splitlines())
 
 
 def write_json(path: Path, report: dict) -> None:
@@ -40,6 +65,34 @@ def speedups(results: list[dict]) -> dict:
     return out
 
 
+def explain(backend: str) -> str:
+    """One line saying what the row `backend` is ("" for a row without one)."""
+    name, _, preset = backend.partition(":")
+    if name == "dali" and preset:
+        return f"our DALI loader, decode preset {preset} (docs/presets.md)"
+    return ROWS.get(backend, "")
+
+
+def unit(modality: str) -> tuple[str, str]:
+    """(plural, singular) of what a sample of `modality` is: images, clips or samples."""
+    from torch_bridge import registry
+    spec = registry.get(modality)
+    if spec.batch_schema.clips:
+        return "clips", "clip"
+    return ("images", "image") if "image" in spec.batch_schema.fields else ("samples", "sample")
+
+
+def ours_is(dali: float | None, rate: float | None, backend: str) -> str:
+    """The "our DALI loader is" cell: "1.00x" on dali's row, "3.04x faster" where dali
+    reads 3.04 times the row's samples/s, "1.25x slower" where the row is faster."""
+    if backend == "dali":
+        return "1.00x"
+    if not dali or not rate:
+        return "-"
+    ratio = dali / rate
+    return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
+
+
 def _fmt(value, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
@@ -52,70 +105,81 @@ def _short(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-HEADERS = {"backend": "backend", "rate": "samples/s", "spread": "samples/s\nmin-max",
-           "vs": "vs\ndali", "cpu": "CPU ms\n/sample", "p50": "wait ms\np50",
-           "p95": "wait ms\np95", "rss": "RSS\nMB", "gpu": "GPU\n%", "skip": "skip"}
-
-
-def columns(report: dict) -> list[str]:
-    """The table's column keys (HEADERS): gpu only on a GPU run, skip with --on-error skip."""
-    keys = ["backend", "rate", "spread", "vs", "cpu", "p50", "p95", "rss"]
-    if str(report["device"]).startswith("cuda"):
-        keys.append("gpu")
-    if report["settings"].get("on_error") == "skip":
-        keys.append("skip")
-    return keys
-
-
-def table_rows(report: dict, keys: list[str]) -> list[list[str]]:
-    """The table's cells for the columns `keys` (a failed row: its backend and "failed")."""
-    dali = next((r.get("samples_per_s") for r in report["results"]
+def _dali_rate(report: dict) -> float | None:
+    return next((r.get("samples_per_s") for r in report["results"]
                  if r["backend"] == "dali" and "error" not in r), None)
+
+
+def table_rows(report: dict) -> list[list[str]]:
+    """The main table's cells (a failed row: its backend and "failed"); with --on-error skip
+    a last cell counts the skipped samples."""
+    dali, skip = _dali_rate(report), report["settings"].get("on_error") == "skip"
     rows = []
     for r in report["results"]:
         label = _short(r["backend"], BACKEND_WIDTH)
         if "error" in r:
-            rows.append([label, "failed"] + [""] * (len(keys) - 2))
+            rows.append([label, "failed", "", ""] + ([""] if skip else []))
             continue
-        rel = r["samples_per_s"] / dali if dali and r["samples_per_s"] else None
-        cells = {"backend": label, "rate": _fmt(r["samples_per_s"]),
-                 "spread": _spread(r.get("samples_per_s_range")), "vs": _fmt(rel, 2),
-                 "cpu": _fmt(r.get("cpu_ms_per_sample"), 2), "p50": _fmt(r["wait_ms_p50"]),
-                 "p95": _fmt(r["wait_ms_p95"]), "rss": _fmt(r["peak_rss_mb"], 0),
-                 "gpu": _fmt(r["gpu_util_percent"], 0), "skip": _fmt(r.get("skipped"), 0)}
-        rows.append([cells[k] for k in keys])
+        rows.append([label, _fmt(r["samples_per_s"], 0),
+                     ours_is(dali, r["samples_per_s"], r["backend"]),
+                     _fmt(r.get("cpu_ms_per_sample"), 2)]
+                    + ([_fmt(r.get("skipped"), 0)] if skip else []))
     return rows
 
 
-def print_table(report: dict, *, console=None) -> None:
-    """Print the comparison table (at most TABLE_WIDTH columns) and what its ratio means.
+def _table(title: str, headers: list[str]):
+    from rich import box
+    from rich.table import Table
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  padding=(0, 1))
+    for k, header in enumerate(headers):
+        table.add_column(header, justify="left" if k == 0 else "right", overflow="fold")
+    return table
+
+
+def print_table(report: dict, *, console=None, details: bool = False) -> None:
+    """Print the comparison table (at most TABLE_WIDTH columns), what each row is and what
+    its ratio means; with `details`, the second table.
 
     Args:
         report: compare.py's report (modality, device, settings, results, speedup).
         console: a rich Console to print to (default: stdout, TABLE_WIDTH wide).
+        details: also print the min-max, waits, memory and GPU use per row.
     """
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
 
     s = report["settings"]
     console = console or Console(width=TABLE_WIDTH)
-    table = Table(title=f"{report['modality']} on {report['device']}: batch {s['batch_size']}"
-                        f", {s['steps']} steps, {s['repeats']} round(s)",
-                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=0)
-    keys = columns(report)
-    for key in keys:
-        table.add_column(HEADERS[key], justify="left" if key == "backend" else "right",
-                         overflow="fold")
-    for row in table_rows(report, keys):
+    many, one = unit(report["modality"])
+    headers = ["loader", f"{many}/s", "our DALI loader is", f"CPU ms / {one}"]
+    if s.get("on_error") == "skip":
+        headers.append("skipped")
+    table = _table(f"{report['modality']} on {report['device']}: batch {s['batch_size']}, "
+                   f"{s['steps']} steps, medians of {s['repeats']} round(s)", headers)
+    for row in table_rows(report):
         table.add_row(*row)
     console.print(table)
     for r in report["results"]:
-        if "error" in r:
-            console.print(_short(f"{r['backend']} failed: {r['error']}", TABLE_WIDTH),
-                          markup=False, highlight=False)
-    if report.get("speedup") is not None:
-        console.print(f"speedup (dali / torch samples/s): {report['speedup']:.2f}x")
-    console.print("vs dali = the row's samples/s over dali's (2.00: twice as fast as dali).")
-    if "skip" in keys:
-        console.print("skip = samples skipped (--on-error skip); '-': that loader cannot.")
+        why = f"failed: {r['error']}" if "error" in r else explain(r["backend"])
+        if why:
+            console.print(_short(f"{r['backend']}: {why}", TABLE_WIDTH), markup=False,
+                          highlight=False)
+    console.print(f"our DALI loader is: dali's {many}/s over the row's (2.00x: twice "
+                  f"theirs)", markup=False, highlight=False)
+    if details:
+        print_details(report, console)
+
+
+def print_details(report: dict, console) -> None:
+    """The second table: min-max samples/s over the rounds, the wait in next(loader) (p50,
+    p95), peak memory of the process tree and, on a GPU, its utilisation."""
+    gpu = str(report["device"]).startswith("cuda")
+    headers = ["loader", "min-max /s", "wait ms p50", "wait ms p95", "RSS MB"]
+    table = _table("details", headers + (["GPU %"] if gpu else []))
+    for r in report["results"]:
+        if "error" not in r:
+            table.add_row(_short(r["backend"], BACKEND_WIDTH),
+                          _spread(r.get("samples_per_s_range")), _fmt(r["wait_ms_p50"]),
+                          _fmt(r["wait_ms_p95"]), _fmt(r["peak_rss_mb"], 0),
+                          *([_fmt(r["gpu_util_percent"], 0)] if gpu else []))
+    console.print(table)

@@ -18,6 +18,7 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from bench.args import loader_parser  # noqa: E402, F401  (diagnose.py and tune.py use it)
 from bench.metrics import ResourceSampler, gpu_index  # noqa: E402
 from torch_bridge import registry  # noqa: E402
 
@@ -122,16 +123,6 @@ def measure(backend: str, args) -> dict:
         result["stages"] = stages.summary(args.steps, samples, waits) if stages is not None \
             else empty_stages()
     return result
-
-
-def loader_parser(description: str) -> argparse.ArgumentParser:
-    """The options every benchmark script shares: which data, modality and backend."""
-    p = argparse.ArgumentParser(description=description,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--modality", choices=registry.names(), default="image")
-    p.add_argument("--data", help="data folder (default: built-in sample data)")
-    p.add_argument("--backend", choices=["dali", "torch"], default="dali")
-    return p
 
 
 def parser() -> argparse.ArgumentParser:

@@ -33,7 +33,8 @@ HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parent))
 
-from bench.launch import run_round  # noqa: E402
+from bench.args import loader_parser  # noqa: E402
+from bench.launch import broken_environment, run_round  # noqa: E402
 
 SWEEPS = {"dali": {"num_threads": [1, 2, 4], "prefetch_queue_depth": [1, 2, 3],
                    "hw_decoder_load": [0.0, 0.5, 0.9], "py_num_workers": [0, 2],
@@ -45,7 +46,6 @@ DEFAULT_PARAMS = {"dali": ["num_threads", "prefetch_queue_depth", "hw_decoder_lo
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    from bench.run_one import loader_parser
     p = loader_parser(__doc__)
     p.add_argument("--params", help="comma-separated parameters to sweep, in order")
     p.add_argument("--values", action="append", default=[], metavar="NAME=V1,V2",
@@ -284,10 +284,14 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.child:
         return _child(json.loads(args.child))
+    problem = broken_environment()  # before any setting's process is forked
+    if problem is not None:
+        print(f"tune.py: {problem}", file=sys.stderr)
+        return 1
     try:
         if args.backend == "dali":  # compiled once here, not inside a timed child
-            from dali_pipes.native.prebuild import prebuild
-            prebuild(say=lambda line: print(line, file=sys.stderr, flush=True))
+            from bench.first_run import build_native
+            build_native(lambda line: print(line, file=sys.stderr, flush=True))
         report = run(args)
         print_table(report["rows"], f"{args.backend} on {report['device']}: one knob at a time")
         for note in report["notes"] + noise_notes(report["rows"]):

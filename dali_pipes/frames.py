@@ -40,7 +40,6 @@ from the same clips decoded from the video by a mean of 1.2-1.7 levels of 255
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -49,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.cli import ArgumentParser
 from dali_pipes.progress import progress_bar
 
 COMPLETE = ".complete"
@@ -153,7 +153,7 @@ def _extract_one(cls: str, path: Path, dst: Path, report: ExtractReport, bar, *,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dali_pipes.frames",
+    parser = ArgumentParser(prog="python -m dali_pipes.frames",
                                      description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     ext = sub.add_parser("extract", help="videos -> per-frame JPEG folders with timestamps")

@@ -1,6 +1,7 @@
 """The documentation stays inside the repository and in step with the code: docs/api.md
-and docs/schema.md are what `python -m torch_bridge.tools.apidoc` writes, nothing points to files
-outside the repository, and `python -m torch_bridge` names the tools."""
+and docs/schema.md are what `python -m torch_bridge.tools.apidoc --write` writes (without
+--write it only compares), nothing points to files outside the repository, and
+`python -m torch_bridge` names the tools."""
 from __future__ import annotations
 
 import ast
@@ -20,7 +21,21 @@ OUTSIDE = re.compile(r"shared/|CONTRACT\.md|DESIGN\.md|DALI_NOTES|PERF_NOTES")
 @pytest.mark.parametrize("name", sorted(apidoc.DOCS))
 def test_generated_docs_are_up_to_date(name):
     assert (REPO / "docs" / name).read_text() == apidoc.DOCS[name](), \
-        f"docs/{name} is stale: run python -m torch_bridge.tools.apidoc"
+        f"docs/{name} is stale: run python -m torch_bridge.tools.apidoc --write"
+
+
+def test_apidoc_compares_by_default_and_writes_only_with_write(tmp_path, monkeypatch, capsys):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "api.md").write_text("old\n")
+    monkeypatch.setattr(apidoc, "REPO", tmp_path)
+    monkeypatch.setattr(apidoc, "DOCS", {"api.md": lambda: "new\n", "schema.md": lambda: "s\n"})
+    assert apidoc.main([]) == 1
+    assert "docs/api.md, docs/schema.md: out of date" in capsys.readouterr().err
+    assert (tmp_path / "docs" / "api.md").read_text() == "old\n"
+    assert not (tmp_path / "docs" / "schema.md").exists()
+    assert apidoc.main(["--write"]) == 0
+    assert (tmp_path / "docs" / "api.md").read_text() == "new\n"
+    assert apidoc.main([]) == 0 and "docs up to date" in capsys.readouterr().out
 
 
 def test_api_reference_covers_every_option():

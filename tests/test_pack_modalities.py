@@ -102,6 +102,9 @@ def test_detection_command_line_writes_categories_beside_the_shards(tmp_path):
     run = subprocess.run([sys.executable, "-m", "dali_pipes.pack", str(src), str(tmp_path / "o"),
                           "--modality", "detection"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert json.loads((tmp_path / "o" / "categories.json").read_text()) == list(CATEGORIES)
+    written = json.loads((tmp_path / "o" / "categories.json").read_text())
+    assert written == {"categories": list(CATEGORIES), "written_by": "dali_pipes.pack"}
+    from dali_pipes.sources.detection_shards import DetectionShardSource
+    assert DetectionShardSource(tmp_path / "o").classes == tuple(c["name"] for c in CATEGORIES)
     names = [n for n, _ in _members(tmp_path / "o")]
     assert names[:2] == ["000000000.jpg", "000000000.json"] and len(names) == 2 * 6

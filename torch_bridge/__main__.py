@@ -45,11 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     """Print the version, the entry point and the tools found in this installation.
 
     Args:
-        argv: ignored (there are no options); present for symmetry with the tools.
+        argv: command-line arguments (there are no options but --help; a mistyped one is
+            named).
 
     Returns:
         0.
     """
+    from dali_pipes.cli import ArgumentParser
+    ArgumentParser(prog="python -m torch_bridge", description=__doc__).parse_args(argv)
     lines = [f"dali-pipes {version()} (torch_bridge at {Path(__file__).resolve().parent})",
              "", "In Python:  from torch_bridge import make_loader   (docs/api.md)", "",
              "Tools:"]

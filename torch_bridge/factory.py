@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
@@ -30,6 +30,7 @@ def make_loader(modality: str, data: Any, *,
                 min_per_source: int | None = None, repeats: int = 3,
                 order: Literal["global", "shards"] = "global",
                 shard_window: int | None = None, log_every: int | None = None,
+                fields: Sequence[str] | None = None,
                 **modality_options: Any) -> Loader:
     """A drop-in iterable of batch dicts (`dict[str, torch.Tensor]`) for a training loop.
 
@@ -78,6 +79,8 @@ def make_loader(modality: str, data: Any, *,
             mixes batches better, smaller reads fewer shards at a time.
         log_every: one line of `loader.stats()` per N batches through `logging` (logger
             "torch_bridge", level INFO); None: no lines.
+        fields: batch field names, e.g. ("image", "label"): each batch is then a tuple of
+            those fields' tensors, in order (`for images, target in loader`); None: dicts.
         **modality_options: the options `torch_bridge.registry` lists for the modality
             (e.g. image: size, train, the recipe options of docs/recipes.md, max_pixels,
             image_column, label_column, storage_options, cache_dir, cache_limit); any
@@ -106,7 +109,7 @@ def make_loader(modality: str, data: Any, *,
     if len(mod) == 0:  # e.g. an annotations file listing no images
         raise ValueError(f"make_loader({modality!r}): {_describe(data, modality_options)} "
                          f"holds no samples")
-    rank, world_size = _resolve_rank(rank, world_size)
+    rank, world_size = _resolve_rank(rank, world_size, samples=len(mod))
     sampler = sampler_for(sampling, min_per_source, source=mod.source,
                           multi_source=isinstance(data, (list, tuple)),
                           batch_size=batch_size, shuffle=shuffle, repeats=repeats,
@@ -115,7 +118,7 @@ def make_loader(modality: str, data: Any, *,
                      rank=rank, world_size=world_size, sampler=sampler)
     engine = _engine(backend, mod, plan, dev, guard, config=config, reference=reference)
     return Loader(engine, plan, guard, modality=mod, device=dev, backend=backend,
-                  log_every=log_every)
+                  log_every=log_every, fields=fields)
 
 
 def _check_backend_options(backend: str, config: object, reference: object) -> None:

@@ -2,16 +2,20 @@
 it)."""
 from __future__ import annotations
 
-import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from time import perf_counter_ns
 from typing import Any
 
 import torch
 
+from dali_pipes.launch_env import local_rank
+from torch_bridge._fields import check_fields, pick
+from torch_bridge._views import BatchSamplerView, DatasetView, SamplerView
 from torch_bridge.errors import SampleGuard, Skipped
+from torch_bridge.integrations.ray import train_ranks
 from torch_bridge.order.plan import EpochPlan
+from torch_bridge.order.ranks import resolve_ranks
 from torch_bridge.order.state import (
     STATE_VERSION,
     fingerprint,
@@ -33,11 +37,16 @@ class Loader:
     not yet yielded of that epoch (elastic resume, see `load_state_dict`).
     With world_size > 1 every pass yields `len()` batches: one whose every sample was
     skipped comes empty (batch dimension 0); see `__iter__`, also for a second `iter()`.
+
+    What a torch DataLoader loop reads is there too: `dataset`, `sampler`,
+    `batch_sampler`, `batch_size`, `drop_last`, `num_workers`; with `fields` the batches
+    are tuples (`for images, target in loader`). docs/porting.md shows a port.
     """
 
     def __init__(self, engine: Engine, plan: EpochPlan, guard: SampleGuard, *,
                  modality: Modality, device: torch.device, backend: str,
-                 log_every: int | None = None):
+                 log_every: int | None = None, fields: Sequence[str] | None = None):
+        self._fields = check_fields(fields)
         self._engine, self.plan, self._guard = engine, plan, guard
         self._modality, self._device = modality, device
         self._stats, self.log_every = LoaderStats(), check_log_every(log_every)
@@ -83,6 +92,49 @@ class Loader:
         """The file of data set index `index` (`batch["index"]` holds these indices)."""
         return str(self._source("path").path(int(index)))
 
+    # What a torch DataLoader loop reads besides the batches (torch_bridge._views).
+    @property
+    def dataset(self) -> DatasetView:
+        """The data set: `len()` its samples (all ranks), `dataset[i]` sample i's label,
+        index, path and the other fields that need no decoding (no file is read),
+        `dataset.load(i)` sample i decoded as the torch path reads it."""
+        return DatasetView(self, self._modality)
+
+    @property
+    def sampler(self) -> SamplerView:
+        """This rank's indices of the current epoch: `len()` the samples this rank
+        yields per epoch, `set_epoch(e)` is `loader.set_epoch(e)`."""
+        return SamplerView(self)
+
+    @property
+    def batch_sampler(self) -> BatchSamplerView:
+        """This rank's batches of indices of the current epoch: `len()` is `len(loader)`,
+        `set_epoch(e)` is `loader.set_epoch(e)`."""
+        return BatchSamplerView(self)
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per batch on this rank (the last batch of an epoch may hold fewer)."""
+        return self.plan.batch_size
+
+    @property
+    def drop_last(self) -> bool:
+        """Whether each rank's last, partial batch of an epoch is left out."""
+        return self.plan.drop_last
+
+    @property
+    def num_workers(self) -> int:
+        """Worker processes preparing batches: the torch backend's DataLoader workers;
+        the DALI backend's feed workers (`py_num_workers` of the decode preset, "auto"
+        resolved for this data: 0 means the feeds are read in this process; DALI's own
+        decoding threads are the preset's `num_threads`)."""
+        return self._engine.num_workers
+
+    @property
+    def fields(self) -> tuple[str, ...] | None:
+        """The fields each batch is a tuple of, in order; None: batches are dicts."""
+        return self._fields
+
     def _source(self, what: str) -> Any:
         source = self._modality.source
         if not hasattr(source, what):
@@ -99,8 +151,9 @@ class Loader:
                 self._engine.close()  # what is in flight may be of the resumed layout
                 self.plan.set_resumed(None)
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        """One pass: the batches of the current epoch from the current position.
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor] | tuple[torch.Tensor, ...]]:
+        """One pass: the batches of the current epoch from the current position (dicts;
+        with `fields`, tuples of those fields' tensors, in order).
 
         With world_size > 1 a plan batch whose every sample was skipped (on_error="skip")
         comes as an empty batch: every field of the loader's batches with batch dimension
@@ -124,7 +177,8 @@ class Loader:
         self._live_pass = token
         return generator
 
-    def _run(self, token: _Pass) -> Iterator[dict[str, torch.Tensor]]:
+    def _run(self, token: _Pass
+             ) -> Iterator[dict[str, torch.Tensor] | tuple[torch.Tensor, ...]]:
         stats, log_every = self._stats, self.log_every
         run = stats.begin(token.epoch, token.start, len(self._guard.skipped))
         finished = False
@@ -145,7 +199,8 @@ class Loader:
                 stats.batch(perf_counter_ns() - t0)
                 if log_every and run is not None and run.batches % log_every == 0:
                     logger.info(format_line(self.stats()))
-                yield batch
+                yield batch if self._fields is None else pick(batch, self._fields,
+                                                               self.modality)
                 t0 = perf_counter_ns()
                 if self._live_pass is not token:
                     raise RuntimeError(
@@ -297,14 +352,13 @@ def _fingerprint(order: dict[str, Any]) -> str:
     return fingerprint(order)
 
 
-def _resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    if rank is not None and world_size is not None:
-        return rank, world_size
+def _resolve_rank(rank: int | None, world_size: int | None, *,
+                  samples: int | None = None) -> tuple[int, int]:
+    """torch_bridge.order.ranks.resolve_ranks, with the process group when there is one."""
+    group = train_ranks()  # a Ray Train worker without a process group: Ray's context
     if torch.distributed.is_available() and torch.distributed.is_initialized():
-        found = torch.distributed.get_rank(), torch.distributed.get_world_size()
-    else:
-        found = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    return (found[0] if rank is None else rank), (found[1] if world_size is None else world_size)
+        group = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return resolve_ranks(rank, world_size, group=group, samples=samples)
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -323,18 +377,18 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return dev
 
 
-def _local_gpu(count: int | None = None, local: str | None = None) -> int:
+def _local_gpu(count: int | None = None, local: int | str | None = None) -> int:
     """The GPU a plain "cuda" means. One visible GPU (the SLURM / Kubernetes way:
     CUDA_VISIBLE_DEVICES names one GPU per process): that one, whatever LOCAL_RANK says.
     Several: LOCAL_RANK under torchrun (one GPU per process on a node), else the current
     device. `count` / `local` default to torch.cuda.device_count() / $LOCAL_RANK."""
     count = torch.cuda.device_count() if count is None else count
-    local = os.environ.get("LOCAL_RANK") if local is None else local
     if count == 1:
         return 0
+    local = local_rank() if local is None else local
     if local is None:
         return torch.cuda.current_device()
-    if not local.isdigit() or int(local) >= count:
+    if not str(local).isdigit() or int(local) >= count:
         raise ValueError(f"LOCAL_RANK={local!r} does not name one of this process's {count} "
                          f"visible GPU(s); pass device='cuda:N', set CUDA_VISIBLE_DEVICES to "
                          f"one GPU per process, or start fewer processes per node")

@@ -220,6 +220,11 @@ class Engine(Protocol):
 
     stats: LoaderStats  # the Loader's; the engine adds its stage times to it
 
+    @property
+    def num_workers(self) -> int:
+        """Worker processes preparing batches (0: they are prepared in this process)."""
+        ...
+
     def iterate(self, epoch: int, start: int) -> Iterator[tuple[int, dict | None]]:
         """The batches of one pass.
 

@@ -149,7 +149,7 @@ REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
              "dali_pipes.testing.tiny_data:image", dict(batch_size=4, size=16)),),
         schema.IMAGE_SCHEMA,
         "dali_pipes.testing.sample_data:image_dataset", "writing sample photos (first run only)",
-        ("dali", "torch", "classic", "dali-stock", "adapter", "dali:throughput")),
+        ("dali", "torch", "classic", "dali-stock", "adapter")),
     ModalitySpec("video", (
         Kind("frames", "torch_bridge.modalities.video_frames:FrameFolderModality",
              "dali_pipes.testing.tiny_data:frames", _CLIP,

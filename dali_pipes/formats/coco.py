@@ -85,7 +85,8 @@ def open_coco(path: str | os.PathLike) -> CocoDataset:
     """
     path = os.fspath(path)
     try:
-        raw = open(path, "rb").read()
+        with open(path, "rb") as f:
+            raw = f.read()
     except OSError as exc:
         raise FormatError(path, "file", f"cannot be read ({exc.strerror or exc})") from exc
     return parse_coco(path, raw)
@@ -234,6 +235,13 @@ def _assemble(path, images, anns, cat_ids, cat_names, digest) -> CocoDataset:
         iscrowd=np.asarray([a[4] for a in anns], bool),
         segmentations=tuple(a[5] for a in anns), category_ids=cat_ids,
         category_names=cat_names, content_sha256=digest)
+
+
+def empty_polygons(segmentations) -> np.ndarray:
+    """bool (N,): which of N segmentations are an empty polygon list (`[]`), whose masks
+    `decode_masks` gives as all zeros."""
+    return np.fromiter((isinstance(seg, list) and not seg for seg in segmentations),
+                       dtype=bool, count=len(segmentations))
 
 
 def decode_masks(segmentations, height: int, width: int, *, path: str = "<annotations>",

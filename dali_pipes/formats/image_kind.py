@@ -25,6 +25,7 @@ from dali_pipes.formats.jpeg2000 import (
     jp2_size,
 )
 from dali_pipes.formats.jpeg_scan import jpeg_size
+from dali_pipes.formats.png_chunks import without_profile_chunks
 
 # File-name suffixes of image files (class folders; shard members without the dot): a file
 # with one is a sample whose format is then recognised from its bytes, never from the suffix.
@@ -173,8 +174,10 @@ def prepare_image(data, path: str | os.PathLike = "<bytes>", *,
     as a PNG written by Pillow where DALI 2.4's decoders cannot read the file: a GIF (its
     first frame; RGBA when the GIF has a transparent colour) and the JPEG 2000 files its
     CPU decoder refuses (`jpeg2000.dali_decodes`: a raw J2K codestream of one component,
-    any file of two). Both backends then decode the same PNG. FormatError as
-    `image_size`, or naming the file when Pillow cannot decode what it must convert.
+    any file of two). Both backends then decode the same PNG. A PNG comes without its
+    colour-profile chunks (`png_chunks`: libpng's warnings about them name no file).
+    FormatError as `image_size`, or naming the file when Pillow cannot decode what it
+    must convert.
 
     Args:
         data: the whole file as a uint8 numpy array.
@@ -189,6 +192,8 @@ def prepare_image(data, path: str | os.PathLike = "<bytes>", *,
         return _as_png(data, path, "GIF first frame")
     if kind in ("jp2", "j2k") and not dali_decodes(bytes(data[:256]), kind):
         return _as_png(data, path, "JPEG 2000 image")
+    if kind == "png":
+        return without_profile_chunks(data), size
     return data, size
 
 

@@ -99,15 +99,17 @@ def _checked(path: str, dtype: np.dtype, shape: tuple, fortran: bool, offset: in
     return header
 
 
-def check_like(header: NpyHeader, path: str, channels: int, dtype: np.dtype) -> None:
-    """FormatError unless the series has `channels` channels and `dtype` (the data set's,
-    taken from its first file)."""
+def check_like(header: NpyHeader, path: str, channels: int, dtype: np.dtype, *,
+               held: str = "") -> None:
+    """FormatError unless the series has `channels` channels and `dtype`: the data set's
+    layout, which `held` describes in the message (e.g. " in 9 of the 10 readable files");
+    the message names this file's layout and the data set's."""
+    layouts = (f"this file (T, {header.shape[1]}) {header.dtype}, the data set "
+               f"(T, {channels}) {np.dtype(dtype)}{held}")
     if header.shape[1] != channels:
-        raise FormatError(path, "shape", "channel count differs from the data set's",
-                          value=header.shape, expected=f"(T, {channels})")
+        raise FormatError(path, "shape", f"channel count differs from the data set's: {layouts}")
     if header.dtype != dtype:
-        raise FormatError(path, "dtype", "element type differs from the data set's",
-                          value=str(header.dtype), expected=str(dtype))
+        raise FormatError(path, "dtype", f"element type differs from the data set's: {layouts}")
 
 
 __all__ = ["DTYPES", "HEAD_BYTES", "MAGIC", "NpyHeader", "check_like", "header_length",

@@ -17,6 +17,12 @@ refused unless `--overwrite`, see `dali_pipes.pack._resume`), locked (a second p
 same DST and part fails at once), parallel (`--workers`), and `--part i/N` writes every N-th
 shard starting at i, so N machines share the work without talking.
 
+The pack tool writes, replaces and deletes only its own files in DST, recognised by
+content (`dali_pipes.pack._owned`: its JSON files carry `"written_by": "dali_pipes.pack"`);
+a DST holding a file of one of its names that it did not write (a user's `manifest.json` or
+`categories.json`, another program's `shard-000000.tar`) is refused, `--overwrite` included.
+Its lock files are removed when it ends.
+
 `--modality video|fusion|frames|detection` packs those sources the same way (same plan,
 resume, locks, manifest with class names), in the layouts of `dali_pipes.pack._members`;
 `--max-side` applies to images only, and hyperspectral scenes are refused (cubes stay files).
@@ -38,10 +44,12 @@ from dali_pipes.pack._args import (
     check_option,
     check_part,
     check_paths,
+    parse_args,
 )
 from dali_pipes.pack._args import parser as cli_parser
 from dali_pipes.pack._members import MODALITIES, MemberPacker, member_packer
-from dali_pipes.pack._resume import PackRefused, claim_plan, clean, locked, make_plan, shard_state
+from dali_pipes.pack._owned import clean, marked, refuse_foreign
+from dali_pipes.pack._resume import PackRefused, claim_plan, locked, make_plan, shard_state
 from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.stores.shard_writer import (
     part_shards,
@@ -89,6 +97,7 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
     order = np.arange(len(source)) if shuffle is None else sample_order(len(source), shuffle)
     out.mkdir(parents=True, exist_ok=True)
     with locked(out, part, overwrite):
+        refuse_foreign(out)
         gone = clean(out, everything=overwrite)
         if gone:
             print(f"{out}: deleted {len(gone)} files of the pack tool ("
@@ -229,7 +238,7 @@ def _write_bytes(path: Path, data: bytes) -> None:
 
 def _write_json(path: Path, value: dict) -> None:
     tmp = Path(temp_name(path))
-    tmp.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n")
+    tmp.write_text(json.dumps(marked(value), indent=1, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
 
@@ -259,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     refused (written by another plan, or another packer holds it) or a SRC file cannot be
     read while packing (the message names it)."""
     parser = cli_parser(__doc__.split("\n\n")[0])
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     try:
         manifest = pack(args.src, args.dst, shard_size=args.shard_size,
                         max_side=args.max_side, quality=args.quality, part=args.part,

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -110,3 +114,58 @@ def parser(description: str) -> argparse.ArgumentParser:
                         help="delete what the pack tool wrote in DST and start over "
                              "(needed when DST was packed with other options or another SRC)")
     return parser
+
+
+_NUMBER = re.compile(r"-\d+|-\d*\.\d+")  # argparse's negative numbers: values, not options
+
+
+def parse_args(parser: argparse.ArgumentParser,
+               argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """`parser.parse_args(argv)`, except that an unknown option is an error naming it and
+    the closest known one (argparse would take the option's value as SRC and report
+    "required: dst"), and an option's value starting with "-" (`--part -1/2`) reaches the
+    option's own check (argparse would report "expected one argument")."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    actions = parser._option_string_actions  # argparse's table: option string -> action
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if token == "--":
+            out += argv[i - 1:]
+            break
+        if not _is_option(token):
+            out.append(token)
+            continue
+        name, eq, _ = token.partition("=")
+        action = _known(actions, name)
+        if action is None:
+            parser.error(_unknown(name, actions))
+        if not eq and action.nargs is None and i < len(argv) and _is_option(argv[i]) \
+                and not argv[i].startswith("--") and _known(actions, argv[i]) is None:
+            token = f"{token}={argv[i]}"  # "-1/2" is the value, not an option
+            i += 1
+        out.append(token)
+    return parser.parse_args(out)
+
+
+def _is_option(token: str) -> bool:
+    return token.startswith("-") and token != "-" and not _NUMBER.fullmatch(token)
+
+
+def _known(actions: dict[str, argparse.Action], name: str) -> argparse.Action | None:
+    """The action of option `name`, or of the options it abbreviates (argparse itself
+    reports an abbreviation of several); None for an unknown option."""
+    if name in actions:
+        return actions[name]
+    if name.startswith("--"):
+        return next((a for s, a in actions.items() if s.startswith(name)), None)
+    return None
+
+
+def _unknown(name: str, actions: dict[str, argparse.Action]) -> str:
+    options = sorted(s for s in actions if s.startswith("--"))
+    close = difflib.get_close_matches(name, options, n=1)
+    return f"unrecognized option {name}: " + (f"did you mean {close[0]}?" if close else
+                                               f"the options are {', '.join(options)}")

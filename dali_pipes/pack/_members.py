@@ -7,7 +7,9 @@ Layouts (keys the zero-padded sample index in SRC's listing, members in this ord
   ..., `<key>.timestamps.npy`) + `<key>.cls`;
 - detection (an images folder with its COCO file): `<key>.<image ext>` + `<key>.json`
   (`{"image_id", "height", "width", "annotations": [...]}`, the file's annotation objects
-  as they are), and `categories.json` (the file's category table) beside the shards.
+  as they are), and `categories.json` (`{"categories": [...]}`, the file's category table,
+  with the tool's mark) beside the shards. A `file_name` that leaves the images folder (an
+  absolute path or a `..` part) is refused: only files inside SRC are copied.
 Hyperspectral scenes are not packed: an ENVI or SPE cube is one large object that patches
 read in byte ranges, so cubes stay files (local or in object storage); a tar member would
 only add a layer to every range.
@@ -21,6 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from dali_pipes.formats.errors import FormatError
+from dali_pipes.pack._owned import marked
 
 Member = tuple[str, "bytes | str"]  # (extension, bytes or a file to copy)
 _PACKERS: dict[str, Callable] = {}
@@ -108,6 +113,7 @@ def _frames(src) -> MemberPacker:
 def _detection(src) -> MemberPacker:
     from dali_pipes.sources.detection import DetectionSource
     s = DetectionSource(src, crowd="keep")
+    _check_inside(s.datasets[0])
     doc = json.loads(Path(s.datasets[0].path).read_bytes())
     by_image: dict[int, list] = defaultdict(list)
     for ann in doc["annotations"]:
@@ -122,9 +128,21 @@ def _detection(src) -> MemberPacker:
         return [(_ext(s.files[i]), s.files[i]),
                 ("json", json.dumps(record, sort_keys=True, separators=(",", ":")).encode())]
     counts = np.bincount(s.box_labels, minlength=len(s.classes))
-    categories = json.dumps(doc["categories"], sort_keys=True, indent=1).encode() + b"\n"
+    categories = json.dumps(marked({"categories": doc["categories"]}), sort_keys=True,
+                            indent=1).encode() + b"\n"
     return MemberPacker("detection", s.files, s.labels, s.classes, s.listing_digest(),
                         members, {"categories.json": categories}, class_counts=counts)
+
+
+def _check_inside(dataset) -> None:
+    """FormatError for a COCO `file_name` outside the images folder (absolute, or with a
+    `..` part): the pack tool copies files from inside SRC only."""
+    for image_id, name in zip(dataset.image_ids.tolist(), dataset.file_names, strict=True):
+        if os.path.isabs(name) or ".." in Path(name).parts:
+            raise FormatError(dataset.path, f"image {image_id}.file_name",
+                              "names a file outside SRC (an absolute path or a '..' part); "
+                              "the pack tool copies only files inside SRC: copy the image "
+                              "into SRC and name it relative to SRC", value=name)
 
 
 # What `--modality` takes: class folders of images, the packers above, and hyperspectral

@@ -6,13 +6,17 @@ resizing, shuffle seed) and the tool's version. The first run writes the plan to
 `DST/pack-plan.json`, and every shard's `.json` record carries the plan's digest. A rerun
 keeps a finished shard only under the same plan and when its size and sha256 match its
 record (a damaged one is rewritten); another plan is refused, naming what differs, unless
-`overwrite`, which first deletes the pack tool's files in DST (and nothing else).
+`overwrite`, which first deletes the pack tool's files in DST (and nothing else: which files
+are the tool's is `dali_pipes.pack._owned`).
 
 Locks (flock, which the kernel releases when a process dies, so a killed packer never blocks
 the next): each packer holds `DST/.pack-part-I-of-N.lock` exclusively (a second packer of the
 same part fails at once, naming the pid written in it) and `DST/.pack.lock` shared;
 `overwrite` holds `.pack.lock` exclusively, so it neither deletes under a running packer nor
-lets one start beside it. Temporary files carry host and pid, so packers never share one.
+lets one start beside it. A packer removes its lock files when it ends (finished or failed):
+its part's, and `.pack.lock` when no other packer holds it; a packer that opened a lock
+file just removed opens it again. Temporary files carry host and pid, so packers never
+share one.
 """
 from __future__ import annotations
 
@@ -20,24 +24,21 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from dali_pipes import __version__
-from dali_pipes.stores.shard_writer import HOST, temp_name
+from dali_pipes.pack._owned import NAMES, PLAN_FILE, PackRefused, marked
+from dali_pipes.stores.shard_writer import temp_name
 
 # Bump when the bytes written for the same SRC and options change.
-PACK_FORMAT = 2
-PLAN_FILE = "pack-plan.json"
-_OURS = re.compile(r"^(shard-\d{6}\.tar(\.json|\.index\.npz)?|manifest(-part-\d+-of-\d+)?\.json"
-                   r"|pack-plan\.json|categories\.json)(\.(?P<owner>\w+)\.tmp)?$")
-
-
-class PackRefused(RuntimeError):
-    """DST cannot be written by this run (another plan, or another packer holds it)."""
+PACK_FORMAT = 3  # 3: every JSON file carries the tool's mark (_owned.MARK)
+# A lock found held is tried again this often, a moment apart: its holder may be a packer
+# that is ending and removing it.
+LOCK_TRIES, LOCK_PAUSE_S = 4, 0.05
 
 
 def make_plan(listing: str, *, shard_size: int, max_side: int | None, quality: int,
@@ -55,36 +56,68 @@ def plan_digest(plan: dict) -> str:
 @contextmanager
 def locked(out: Path, part: tuple[int, int], overwrite: bool) -> Iterator[None]:
     """Hold DST's locks for a packer of `part` (see the module doc); PackRefused at once
-    when another packer holds them."""
+    when another packer holds them. The lock files are removed on the way out."""
     with ExitStack() as stack:
-        whole = _lock(out / ".pack.lock", fcntl.LOCK_EX if overwrite else fcntl.LOCK_SH)
+        whole_path = out / ".pack.lock"
+        whole = _lock(whole_path, fcntl.LOCK_EX if overwrite else fcntl.LOCK_SH)
         if whole is None:
             raise PackRefused(f"{out}: " + (
                 f"other packers are writing it ({_holders(out)}); wait for them or stop them "
                 "before --overwrite" if overwrite else
-                f"being overwritten by {_pid_in(out / '.pack.lock')} (lock "
-                f"{out / '.pack.lock'}); wait for it to finish"))
-        stack.callback(os.close, whole)
+                f"being overwritten by {_pid_in(whole_path)} (lock {whole_path}); wait for "
+                "it to finish"))
+        stack.callback(_release, whole_path, whole)
         name = out / f".pack-part-{part[0]}-of-{part[1]}.lock"
         mine = _lock(name, fcntl.LOCK_EX)
         if mine is None:
             raise PackRefused(f"{out}: part {part[0]}/{part[1]} is being packed by "
                               f"{_pid_in(name)} (lock {name}); wait for it to finish or stop it")
-        stack.callback(os.close, mine)
+        stack.callback(_release, name, mine)
         yield
 
 
 def _lock(path: Path, mode: int) -> int | None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    """A descriptor of the lock file `path` holding `mode`, or None while another process
+    holds it (tried LOCK_TRIES times: an ending packer holds it only to remove it)."""
+    for attempt in range(LOCK_TRIES):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if attempt + 1 < LOCK_TRIES:
+                time.sleep(LOCK_PAUSE_S)
+            continue
+        if not _same_file(fd, path):  # removed by an ending packer meanwhile: open anew
+            os.close(fd)
+            continue
+        if mode == fcntl.LOCK_EX:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        return fd
+    return None
+
+
+def _same_file(fd: int, path: Path) -> bool:
     try:
-        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        on_disk = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
+
+
+def _release(path: Path, fd: int) -> None:
+    """Remove the lock file `path` if this process can hold it alone (another packer
+    sharing `.pack.lock` removes it when it ends), then let go of it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _same_file(fd, path):
+            path.unlink(missing_ok=True)
     except BlockingIOError:
+        pass
+    finally:
         os.close(fd)
-        return None
-    if mode == fcntl.LOCK_EX:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-    return fd
 
 
 def _pid_in(path: Path) -> str:
@@ -97,7 +130,10 @@ def _pid_in(path: Path) -> str:
 def _holders(out: Path) -> str:
     held = []
     for path in sorted(out.glob(".pack-part-*.lock")):
-        fd = os.open(path, os.O_RDONLY)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:  # its packer ended meanwhile
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -113,14 +149,14 @@ def claim_plan(out: Path, plan: dict) -> str:
     digest = plan_digest(plan)
     path = out / PLAN_FILE
     if not path.exists():
-        strays = sorted(p.name for p in out.glob("shard-*.tar*") if _OURS.match(p.name)
+        strays = sorted(p.name for p in out.glob("shard-*.tar*") if NAMES.match(p.name)
                         and not p.name.endswith(".tmp"))
         if strays:
             raise PackRefused(f"{out}: holds {strays[0]} (and {len(strays) - 1} more shard "
-                              f"files) but no {PLAN_FILE}: written by an older pack tool or "
-                              "another program; pass --overwrite to delete them and start over")
+                              f"files) of the pack tool but no {PLAN_FILE} saying which "
+                              "plan wrote them; pass --overwrite to delete them and start over")
         tmp = Path(temp_name(path))
-        tmp.write_text(json.dumps({"plan": plan, "digest": digest}, indent=1,
+        tmp.write_text(json.dumps(marked({"plan": plan, "digest": digest}), indent=1,
                                   sort_keys=True) + "\n")
         try:
             os.link(tmp, path)  # atomic: of two packers starting at once, one plan wins
@@ -190,32 +226,3 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def clean(out: Path, everything: bool) -> list[str]:
-    """Delete the pack tool's files in DST (`everything`, for --overwrite) or only the
-    temporary files of dead processes on this host; the names deleted."""
-    gone = []
-    for path in sorted(out.iterdir()):
-        match = _OURS.match(path.name)
-        if match is None or not (everything or _stale(match.group("owner"))):
-            continue
-        path.unlink(missing_ok=True)
-        gone.append(path.name)
-    return gone
-
-
-def _stale(owner: str | None) -> bool:
-    """Whether a temporary file's owner (`<host>_<pid>` or `<pid>`) died on this host."""
-    if owner is None:
-        return False
-    host, _, pid = owner.rpartition("_")
-    if host not in ("", HOST) or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dali_pipes.launch_env import local_world_size
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -70,9 +72,9 @@ def _usable_cores() -> int:
 
 def ranks_per_node() -> int:
     """Processes sharing this node's CPUs: LOCAL_WORLD_SIZE (torchrun, also set by our
-    SLURM / Kubernetes launch recipes), else 1; a malformed value counts as 1."""
-    text = os.environ.get("LOCAL_WORLD_SIZE", "1").strip()
-    return int(text) if text.isdigit() and int(text) > 0 else 1
+    SLURM / Kubernetes launch recipes), else 1; a malformed value is a ValueError naming it
+    (`dali_pipes.launch_env`)."""
+    return local_world_size()
 
 
 def default_threads(cores: int | None = None, node_cores: int | None = None,

@@ -7,12 +7,14 @@ the file's parent folder). Every byte goes through the store layer
 (`dali_pipes.stores.select.open_store`).
 
 Every file's header is read and checked when the source is made
-(`dali_pipes.formats.npy`); the data set's channel count C and dtype are those of its first
-good file. A file that fails the check stays in the listing as a bad sample: reading it
-raises its FormatError (naming the file and the field), which the loader's `on_error`
-handles. A sample is a window of `length` rows starting at a row drawn per (seed, epoch,
-key) (`window_starts`); a series shorter than `length` gives all its rows, which the
-modality pads at the end with zeros (`lengths` says how many rows are real).
+(`dali_pipes.formats.npy`); the data set's layout, its channel count C and dtype, is the one
+most of its readable files share (a tie goes to the layout listed first), so one stray file
+cannot outvote the rest. A file that fails the check, or holds another layout, stays in the
+listing as a bad sample: reading it raises its FormatError (naming the file, the field and,
+for another layout, both layouts), which the loader's `on_error` handles. A sample is a
+window of `length` rows starting at a row drawn per (seed, epoch, key) (`window_starts`); a
+series shorter than `length` gives all its rows, which the modality pads at the end with
+zeros (`lengths` says how many rows are real).
 """
 from __future__ import annotations
 
@@ -71,6 +73,17 @@ def window_starts(seed: int, epoch: int, keys: np.ndarray, rows: np.ndarray, len
     return np.minimum(np.floor(u * (span + 1)).astype(np.int64), span)
 
 
+def majority_layout(headers: list[NpyHeader]) -> tuple[tuple[int, np.dtype], str]:
+    """The layout (channels, dtype) most of `headers` share, a tie going to the one listed
+    first, and how many share it, for messages (" in 9 of the 10 readable files")."""
+    counts: dict[tuple[int, np.dtype], int] = {}
+    for header in headers:
+        layout = (header.shape[1], header.dtype)
+        counts[layout] = counts.get(layout, 0) + 1
+    winner = max(counts, key=counts.__getitem__)  # max keeps the first of equal counts
+    return winner, f" in {counts[winner]} of the {len(headers)} readable files"
+
+
 def _url_files(urls: list[str], store: FsspecStore):
     """(files, labels, source_ids, classes, sizes, versions) of a list of file URLs: the
     class is the parent folder's name, each URL its own source."""
@@ -85,8 +98,8 @@ class ArraysSource(Source):
     """Windows of `length` rows of the `.npy` series under `data` (one or more roots).
 
     Attributes: `classes`, `files`, `labels`, `source_ids`, `rows` (T per file; 0 for a bad
-    file), `bad` (index -> the error reading it raises), `channels` and `dtype` (the first
-    good file's)."""
+    file), `bad` (index -> the error reading it raises), `channels` and `dtype` (the layout
+    most readable files share)."""
 
     def __init__(self, data: PathLike | list[PathLike], *, length: int = 64,
                  store: Store | None = None):
@@ -121,7 +134,8 @@ class ArraysSource(Source):
         return self.store
 
     def _scan(self, *, parallel: bool) -> None:
-        """Read every file's header; the first good one sets `channels` and `dtype`."""
+        """Read every file's header; the layout most of them share sets `channels` and
+        `dtype` (`majority_layout`), a file of another layout is a bad sample."""
         if parallel:
             with ThreadPoolExecutor(8) as pool:
                 found = list(pool.map(self._header, range(len(self.files))))
@@ -129,17 +143,15 @@ class ArraysSource(Source):
             found = [self._header(i) for i in range(len(self.files))]
         self.bad: dict[int, Exception] = {i: h for i, h in enumerate(found)
                                           if not isinstance(h, NpyHeader)}
-        good = [h for h in found if isinstance(h, NpyHeader)]
+        good = {i: h for i, h in enumerate(found) if isinstance(h, NpyHeader)}
         if not good:
             raise self.bad[0]
-        self.channels, self.dtype = good[0].shape[1], good[0].dtype
+        (self.channels, self.dtype), held = majority_layout(list(good.values()))
         self.rows = np.zeros(len(found), np.int64)
         self.offsets = np.zeros(len(found), np.int64)
-        for i, header in enumerate(found):
-            if not isinstance(header, NpyHeader):
-                continue
+        for i, header in good.items():
             try:
-                check_like(header, self.files[i], self.channels, self.dtype)
+                check_like(header, self.files[i], self.channels, self.dtype, held=held)
             except FormatError as exc:
                 self.bad[i] = exc
                 continue
@@ -198,4 +210,4 @@ def holds_arrays(data) -> bool:
 
 
 __all__ = ["ARRAYS", "ARRAYS_INPUTS", "ARRAYS_SCHEMA", "ArraysSource", "EXTENSIONS",
-           "STREAM_WINDOW", "check_length", "holds_arrays", "window_starts"]
+           "STREAM_WINDOW", "check_length", "holds_arrays", "majority_layout", "window_starts"]

@@ -23,11 +23,12 @@ image); images are read whole through the store (retries, timeouts, block cache)
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from dali_pipes.formats.coco import CocoDataset, open_coco, parse_coco
+from dali_pipes.formats.coco import CocoDataset, empty_polygons, open_coco, parse_coco
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.files import read_file_bytes
 from dali_pipes.formats.image_kind import prepare_image
@@ -68,6 +69,7 @@ class AnnotatedImages(Source):
     files: tuple[str, ...]
     offsets: np.ndarray
     box_labels: np.ndarray
+    segmentations: tuple
     classes: tuple[str, ...]
 
     def __len__(self) -> int:
@@ -79,6 +81,20 @@ class AnnotatedImages(Source):
 
     def path(self, index: int) -> str:
         return self.files[index]
+
+    def annotation_file(self, index: int) -> str:
+        """The annotation file (or shard member) sample `index` comes from."""
+        raise NotImplementedError
+
+    def empty_segmentations(self) -> dict[str, int]:
+        """Annotation file -> how many of its (kept) annotations have an empty
+        segmentation (`[]`, no polygon): their masks are all zeros."""
+        rows = np.flatnonzero(empty_polygons(self.segmentations))
+        counts: dict[str, int] = {}
+        for sample in (np.searchsorted(self.offsets, rows, side="right") - 1).tolist():
+            name = self.annotation_file(sample)
+            counts[name] = counts.get(name, 0) + 1
+        return counts
 
     def _image_labels(self) -> np.ndarray:
         """Each image's most frequent box label; len(classes) for an image without boxes."""
@@ -231,10 +247,25 @@ class DetectionSource(AnnotatedImages):
         return data, (h, w)
 
 
+def warn_empty_masks(source: AnnotatedImages, option: str) -> None:
+    """One warning naming each annotation file with annotations whose segmentation is
+    empty, and their count, when `option` (e.g. "masks=True") makes masks of them."""
+    counts = source.empty_segmentations()
+    if not counts:
+        return
+    files = sorted(counts)
+    named = ", ".join(f"{f} ({counts[f]})" for f in files[:3])
+    if len(files) > 3:
+        named += f" and {len(files) - 3} more files ({sum(counts[f] for f in files[3:])})"
+    warnings.warn(f"{named}: {sum(counts.values())} annotation(s) have an empty "
+                  f"segmentation ([], no polygon); with {option} their masks are all zeros",
+                  stacklevel=3)
+
+
 def holds_coco(data) -> bool:
     """Whether the folder `data` holds the detection loader's default annotation file."""
     return DEFAULT_ANNOTATIONS in names_in(data)
 
 
 __all__ = ["CocoDataset", "DEFAULT_ANNOTATIONS", "DetectionSource", "annotation_path",
-           "holds_coco"]
+           "holds_coco", "warn_empty_masks"]

@@ -26,7 +26,7 @@ from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.detection import AnnotatedImages
 from dali_pipes.sources.image import check_max_pixels
-from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
+from dali_pipes.sources.shard_names import flatten, is_shard_data, names_shard, shard_sources
 from dali_pipes.sources.shard_walk import Sample, walk_samples
 from dali_pipes.sources.shards import _check_header, _parent
 from dali_pipes.stores.options import StoreOptions
@@ -213,7 +213,7 @@ def names_shards(data, store) -> bool:
     urls = remote_roots(data)
     if not urls:
         return is_shard_data(data)
-    if any(u.endswith(".tar") or "{" in u for u in urls):
+    if any(names_shard(u) or "{" in u for u in urls):
         return True
     for url in urls:
         if url.startswith(("http://", "https://")):

@@ -4,6 +4,8 @@ A folder holds scenes, each ``<scene>.hdr`` (+ its ENVI data file) or ``<scene>.
 label map ``<scene>.labels.npy`` of shape (lines, samples) and an integer dtype; 0 is unlabeled.
 Scenes are numbered in sorted order of their file names (a list of folders: folder by folder).
 A sample is the (P, P) patch centred on one labeled pixel: scenes in order, pixels row-major.
+With ``labels=None`` no label map is read: the samples are the patches of a grid tiling each
+scene, label -1 (``dali_pipes.sources.scene_pixels``).
 
 Geometry: ENVI cubes are (bands, lines, samples). For SPE files the bands are the x axis, the
 lines the frames and the samples the y axis, so a patch is frames ``y0:y1``, y-range ``x0:x1``.
@@ -42,6 +44,7 @@ from dali_pipes.sources.image import remote_roots
 from dali_pipes.sources.links import LinkRule
 from dali_pipes.sources.protocol import Source
 from dali_pipes.sources.remote_scenes import RemoteScenes
+from dali_pipes.sources.scene_pixels import check_labels, grid_pixels, labelled_pixels
 from dali_pipes.stores.remote import FsspecStore
 
 PathLike = str | os.PathLike
@@ -126,7 +129,8 @@ def load_label_map(scene: Scene) -> np.ndarray:
     integers, no negatives, fits int64; FormatError naming the file and field."""
     path = label_map_path(scene.path)
     if not os.path.isfile(path):
-        raise FormatError(scene.path, "label map", "missing", expected=path)
+        raise FormatError(scene.path, "label map", "missing (labels=None loads scenes "
+                          "without label maps: patches on a grid, label -1)", expected=path)
     return read_label_map(path, (scene.lines, scene.samples))
 
 
@@ -208,14 +212,17 @@ class HyperspectralSource(Source):
 
     ``data`` may be URLs (`dali_pipes.sources.remote_scenes`: folders of a listable store or
     the scenes' own URLs), read through ``store`` (default: an FsspecStore without cache).
+
+    ``labels``: "map" (each scene's label map) or None (no label maps: a grid of patches
+    per scene, label -1; `dali_pipes.sources.scene_pixels`).
     """
 
     def __init__(self, data: PathLike | Sequence[PathLike], *, patch_size: int = 9,
-                 bands=None, store: FsspecStore | None = None):
+                 bands=None, store: FsspecStore | None = None, labels: str | None = "map"):
         if isinstance(patch_size, bool) or not isinstance(patch_size, (int, np.integer)) \
                 or patch_size < 1 or patch_size % 2 == 0:
             raise ValueError(f"patch_size must be a positive odd int, got {patch_size!r}")
-        self.patch_size = int(patch_size)
+        self.patch_size, self.label_mode = int(patch_size), check_labels(labels)
         urls = remote_roots(data)
         self.remote = RemoteScenes(urls, store or FsspecStore()) if urls else None
         files = self.remote.scene_files if self.remote else list_scene_files(data)
@@ -225,7 +232,7 @@ class HyperspectralSource(Source):
         label_maps = [self._label_map(s) for s in self.scenes]
         self._digest = _scenes_digest(data, self.scenes, label_maps,
                                       self.remote.stat if self.remote else _local_stat)
-        self._build_table(label_maps)
+        self._build_table(self._pixels(label_maps))
         if len(self.labels) == 0:
             raise ValueError(f"{data}: no labeled pixel in any label map (0 means unlabeled)")
         self._cubes: dict[int, Cube] = {}
@@ -235,26 +242,33 @@ class HyperspectralSource(Source):
         return self.remote.open(path) if self.remote is not None else open_cube(path)
 
     def _label_map(self, scene: Scene) -> np.ndarray:
+        """The scene's label map; with labels=None, the grid step in its place (hashed into
+        the listing digest)."""
+        if self.label_mode is None:
+            return np.array([-1, self.patch_size], np.int64)
         if self.remote is not None:
             return self.remote.label_map(scene.path, (scene.lines, scene.samples))
         return load_label_map(scene)
 
+    def _pixels(self, label_maps: list[np.ndarray]) -> list[tuple[np.ndarray, ...]]:
+        """Per scene (lines, samples, labels) of its patch centres."""
+        if self.label_mode is None:
+            return [grid_pixels(s.lines, s.samples, self.patch_size) for s in self.scenes]
+        return [labelled_pixels(m) for m in label_maps]
+
     def listing_digest(self) -> str:
         """Scene names (relative to their folder), the sizes and modification times of each
-        scene's files (header and ENVI data file) and the contents of every label map."""
+        scene's files (header and ENVI data file) and the contents of every label map (with
+        labels=None: the grid step)."""
         return self._digest
 
-    def _build_table(self, label_maps: list[np.ndarray]) -> None:
-        ids, lines, samples, labels = [], [], [], []
-        for scene_id, labels_map in enumerate(label_maps):
-            ys, xs = np.nonzero(labels_map)  # row-major order
-            ids.append(np.full(len(ys), scene_id, dtype=np.int64))
-            lines.append(ys.astype(np.int64))
-            samples.append(xs.astype(np.int64))
-            labels.append(labels_map[ys, xs].astype(np.int64) - 1)
+    def _build_table(self, pixels: list[tuple[np.ndarray, ...]]) -> None:
+        ids = [np.full(len(ys), scene_id, dtype=np.int64)
+               for scene_id, (ys, _, _) in enumerate(pixels)]
         self.scene_ids = np.concatenate(ids)
-        self.positions = np.stack([np.concatenate(lines), np.concatenate(samples)], axis=1)
-        self.labels = np.concatenate(labels)
+        self.positions = np.stack([np.concatenate([p[0] for p in pixels]),
+                                   np.concatenate([p[1] for p in pixels])], axis=1)
+        self.labels = np.concatenate([p[2] for p in pixels])
         self.source_ids = np.array([s.source_id for s in self.scenes],
                                    dtype=np.int64)[self.scene_ids]
 

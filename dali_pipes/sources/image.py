@@ -13,6 +13,7 @@ from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.folders import PathLike, list_class_folders
 from dali_pipes.sources.protocol import Source
 from dali_pipes.sources.remote_folders import Objects, holds_shards, list_remote_class_folders
+from dali_pipes.sources.shard_names import names_shard
 from dali_pipes.stores.remote import FsspecStore, StoreError, is_url
 
 # Files with these suffixes are samples; one that holds no image format (recognised from its
@@ -47,7 +48,7 @@ def class_folder_objects(data, store: FsspecStore) -> list[Objects] | None:
     cannot be listed: they are shards when their page links `.tar` files, else ValueError
     (from `FsspecStore.list_objects`)."""
     urls = remote_roots(data)
-    if not urls or any(u.endswith(".tar") or "{" in u for u in urls):
+    if not urls or any(names_shard(u) or "{" in u for u in urls):
         return None
     if any(u.startswith(("http://", "https://")) for u in urls):
         if any(_linked_shards(u, store) for u in urls):

@@ -21,6 +21,7 @@ from dali_pipes.sources.folders import (
     no_class_folders,
     no_samples,
 )
+from dali_pipes.sources.shard_names import names_shard
 
 Objects = list[tuple[str, int, int]]  # (URL, size, version) of each object under a root
 
@@ -83,9 +84,10 @@ def _samples(root: str, objects: list[tuple[str, int, int]], extensions: frozens
 
 
 def holds_shards(url: str, objects: Objects) -> bool:
-    """Whether `objects` (listed under `url`) hold `.tar` files directly under it."""
+    """Whether `objects` (listed under `url`) hold `.tar` files (or gzip-compressed ones,
+    which the shard sources refuse by name) directly under it."""
     prefix = url.rstrip("/") + "/"
-    return any(u.startswith(prefix) and "/" not in u[len(prefix):] and u.endswith(".tar")
+    return any(u.startswith(prefix) and "/" not in u[len(prefix):] and names_shard(u)
                for u, _, _ in objects)
 
 

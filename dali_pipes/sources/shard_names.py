@@ -1,4 +1,10 @@
-"""Which tar shards `data` names: a `.tar` path, a list, a brace pattern or a folder."""
+"""Which tar shards `data` names: a `.tar` path, a list, a brace pattern or a folder.
+
+Gzip-compressed shards (`.tar.gz`, `.tgz`, as WebDataset's own test data is shipped) are
+named as shards too, so that `shard_sources` refuses them with a message saying to gunzip
+them: shards are read by byte ranges (an index of member offsets), which a gzip stream
+cannot serve.
+"""
 from __future__ import annotations
 
 import os
@@ -8,6 +14,7 @@ from pathlib import Path
 
 _BRACE = re.compile(r"\{([^{}]*)\}")
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
+GZIP_SUFFIXES = (".tar.gz", ".tgz")
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -41,13 +48,37 @@ def _is_shard_item(item) -> bool:
     if not isinstance(item, (str, os.PathLike)):
         return False
     text = os.fspath(item)
-    if _is_url(text) or text.endswith(".tar") or (_BRACE.search(text) and ".tar" in text):
+    if _is_url(text) or names_shard(text) or (_BRACE.search(text) and (
+            ".tar" in text or ".tgz" in text)):
         return True
     if not os.path.isdir(text):
         return False
-    entries = list(os.scandir(text))  # shards, and no class folders beside them
+    entries = list(os.scandir(text))
+    visible = [e for e in entries if not e.name.startswith(".")]
+    if visible and all(_is_gzip(e.name) and e.is_file() for e in visible):
+        return True  # gzip shards only: shard_sources refuses them by name
+    # shards, and no class folders beside them
     return any(e.name.endswith(".tar") and e.is_file() for e in entries) and not any(
         e.is_dir() and not e.name.startswith(".") for e in entries)
+
+
+def names_shard(name: str) -> bool:
+    """Whether a file name or URL names a tar shard, gzip-compressed ones included."""
+    return name.endswith(".tar") or _is_gzip(name)
+
+
+def _is_gzip(name: str) -> bool:
+    return name.lower().endswith(GZIP_SUFFIXES)
+
+
+def refuse_gzip(names: Sequence[str]) -> None:
+    """ValueError naming the first gzip-compressed shard of `names`, if any."""
+    found = [n for n in names if _is_gzip(n)]
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise ValueError(f"{found[0]}{more}: gzip-compressed shard: gunzip it (`gunzip -k "
+                         f"FILE` writes the .tar beside it) and load the .tar; shards are "
+                         f"read by byte ranges, which a gzip stream cannot serve")
 
 
 def _is_url(text: str) -> bool:
@@ -79,6 +110,7 @@ def shard_sources(data, store=None) -> list[list[str]]:
     if all(folders):
         return [_folder_shards(os.fspath(i)) for i in items]
     shards = [s for item in items for s in expand_braces(os.fspath(item))]
+    refuse_gzip(shards)
     missing = [s for s in shards if not os.path.isfile(s)]
     if missing:
         raise FileNotFoundError(f"{missing[0]}: shard does not exist"
@@ -87,15 +119,19 @@ def shard_sources(data, store=None) -> list[list[str]]:
 
 
 def _url_sources(urls: list[str], store) -> list[list[str]]:
-    folders = [not (u.endswith(".tar") or _BRACE.search(u)) for u in urls]
+    folders = [not (names_shard(u) or _BRACE.search(u)) for u in urls]
     if any(folders) and not all(folders):
         raise ValueError(f"data: a list of shard folders or of shards, not both: {urls}")
     if not all(folders):
-        return [[s for u in urls for s in expand_braces(u)]]
+        shards = [s for u in urls for s in expand_braces(u)]
+        refuse_gzip(shards)
+        return [shards]
     out = []
     for url in urls:
         found = store.glob(url.rstrip("/") + "/*.tar")
         if not found:
+            root = url.rstrip("/")
+            refuse_gzip([n for ext in GZIP_SUFFIXES for n in store.glob(f"{root}/*{ext}")])
             raise ValueError(f"{url}: no .tar shards under this URL")
         out.append(found)
     return out
@@ -104,6 +140,7 @@ def _url_sources(urls: list[str], store) -> list[list[str]]:
 def _folder_shards(folder: str) -> list[str]:
     shards = sorted(str(p) for p in Path(folder).glob("*.tar") if p.is_file())
     if not shards:
+        refuse_gzip(sorted(str(p) for p in Path(folder).iterdir() if p.is_file()))
         raise ValueError(f"{folder}: no .tar shards in this folder")
     return shards
 

@@ -61,7 +61,8 @@ def _check_contract(report: dict, stdout: str) -> None:
     assert "torch" in report["env"] and "dali" in report["env"]
     assert set(report["load"]) == {"cores", "others_cores", "load1_max", "load1_median",
                                    "busy"}
-    assert "samples/s" in stdout and "CPU ms" in stdout and "/sample" in stdout
+    assert "images/s" in stdout and "our DALI loader is" in stdout
+    assert "CPU ms / image" in stdout and "torch: this project, DataLoader path" in stdout
 
 
 def _check_peers(results: dict, stderr: str) -> None:

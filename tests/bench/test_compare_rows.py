@@ -39,23 +39,39 @@ def _row(backend, rate):
 
 
 @pytest.mark.parametrize("device,on_error", [("cpu", "raise"), ("cuda", "skip")])
-def test_default_image_table_fits_80_columns(device, on_error):
-    results = [_row(b, 12345.6 * (k + 1)) for k, b in enumerate(registry.get("image").compare_rows)]
-    results.append({"backend": "dali:/a/long/path/to/my_preset.toml",
-                    "error": "SampleError: sample 3 (/data/x/a.jpg): " + "why " * 40})
+def test_default_image_table_reads_like_the_readme_in_80_columns(device, on_error):
+    rows = registry.get("image").compare_rows
+    results = [_row(b, 3000.0 / (k + 1)) for k, b in enumerate(rows)]
+    results += [_row("decode-ceiling", 4500.0),
+                {"backend": "dali:/a/long/path/to/my_preset.toml",
+                 "error": "SampleError: sample 3 (/data/x/a.jpg): " + "why " * 40}]
     report = {"modality": "image", "device": device, "results": results,
               "settings": {"batch_size": 256, "steps": 30, "repeats": 3, "on_error": on_error},
               **speedups(results)}
     buf = io.StringIO()
-    print_table(report, console=Console(file=buf, width=TABLE_WIDTH))
+    print_table(report, console=Console(file=buf, width=TABLE_WIDTH), details=True)
     lines = buf.getvalue().splitlines()
     assert max(len(x) for x in lines) <= 80, "\n".join(lines)
     text = buf.getvalue()
-    assert "vs dali = the row's samples/s over dali's" in text
-    assert "dali:/a/long/path/to/my_preset.toml failed: SampleError: sample 3" in text
-    assert ("skip" in text) == (on_error == "skip")
-    assert report["speed_over_dali"]["torch"] == pytest.approx(2.0)  # the column's ratio
-    assert report["ratios"]["dali/torch"] == pytest.approx(0.5)  # CONTRACT.md's, kept
+    header = next(x for x in lines if x.startswith("loader"))
+    assert header.split()[:6] == ["loader", "images/s", "our", "DALI", "loader", "is"]
+    assert "CPU ms / image" in header and ("skipped" in header) == (on_error == "skip")
+    cells: dict = {}  # the main table's cells (the details table repeats the names)
+    for x in lines:
+        if x.split() and x.split()[0] in rows:
+            cells.setdefault(x.split()[0], x.split()[1:])
+    assert cells["dali"][:2] == ["3,000", "1.00x"] and cells["dali"][-1 - (
+        on_error == "skip")] == "12.34"
+    assert cells["torch"][:3] == ["1,500", "2.00x", "faster"]  # dali / torch, as the README
+    assert "1.50x slower" in text  # decode-ceiling reads more images/s than ours
+    for backend in rows:  # every row explained in one line under the table
+        assert any(x.startswith(f"{backend}: ") for x in lines), backend
+    assert any(x.startswith("our DALI loader is: dali's images/s over the row's (")
+               and x.endswith(")") for x in lines)  # one line
+    assert "dali:/a/long/path/to/my_preset.toml: failed: SampleError: sample 3" in text
+    assert "wait ms p50" in text and ("GPU %" in text) == (device == "cuda")
+    assert report["ratios"]["dali/torch"] == pytest.approx(2.0)  # the column's ratio
+    assert report["speed_over_dali"]["torch"] == pytest.approx(0.5)  # kept in the JSON
 
 
 def test_a_first_run_with_a_bad_file_two_rounds_and_a_failing_row(tmp_path):
@@ -82,7 +98,7 @@ def test_a_first_run_with_a_bad_file_two_rounds_and_a_failing_row(tmp_path):
     assert proc.returncode == 1, proc.stderr[-2000:]  # a row failed: the exit code says so
     report = json.loads(out.read_text())
     err = proc.stderr.splitlines()
-    building = next(i for i, x in enumerate(err) if x.startswith("building native operators"))
+    building = err.index("building native operators (one time) ...")  # no build seen here
     first_round = err.index("dali (round 1 of 2)")
     assert building < first_round
     assert any(x.startswith("native operator policy_op unavailable") for x in err[:first_round])
@@ -92,7 +108,9 @@ def test_a_first_run_with_a_bad_file_two_rounds_and_a_failing_row(tmp_path):
     assert "Traceback" not in proc.stderr
     assert f"classic failed: {classic['error']}" in proc.stderr
     assert "classic (round 2 of 2)" not in err  # a failed row is left out of later rounds
-    assert any(x.startswith("measuring: 2/8 (25%)") for x in err)
+    first_eta = next(i for i, x in enumerate(err) if "ETA" in x)
+    assert first_eta > err.index("classic (round 1 of 2)")  # once every row ran a round
+    assert any(x.startswith("measuring: 8/8 (100%)") for x in err)
     assert report["settings"]["repeats"] == 2 and dali["repeats"] == 2
     low, high = dali["samples_per_s_range"]
     assert low <= dali["samples_per_s"] <= high and dali["cpu_ms_per_sample"] > 0
@@ -105,13 +123,17 @@ def test_a_first_run_with_a_bad_file_two_rounds_and_a_failing_row(tmp_path):
     assert_plot_has_content(tmp_path / "p.png")
 
 
-def test_sample_data_creation_shows_progress_lines(tmp_path, monkeypatch, capsys):
+def test_sample_data_creation_shows_progress_lines_then_says_cached(tmp_path, monkeypatch,
+                                                                    capsys):
     from bench.compare import sample_data
     monkeypatch.setenv("DALI_PIPES_CACHE", str(tmp_path))
     folder = sample_data("hyperspectral")
     err = capsys.readouterr().err.splitlines()
     assert folder.is_dir() and folder.parent == tmp_path
     assert err and err[-1].endswith("ETA 0s") and "2/2 (100%)" in err[-1], err
+    assert sample_data("hyperspectral") == folder
+    said = capsys.readouterr().err  # one line, wrapped to 80 columns where it is longer
+    assert "".join(said.split()) == "".join(f"sample ENVI/SPE scenes: cached ({folder})".split())
 
 
 def test_help_gives_every_default(capsys):

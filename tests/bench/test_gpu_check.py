@@ -7,9 +7,12 @@ import contextlib
 import io
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gpu_check(argv: list[str]) -> subprocess.CompletedProcess:
@@ -90,3 +93,14 @@ def test_a_rerun_with_the_same_work_folder_passes(dry_run, tmp_path):
     assert [r["status"] for r in report["checks"]] == ["pass"] * 3  # + preflight, env
     # the data reused, not made again (a remade folder gets a new marker)
     assert {p.name: p.stat().st_mtime_ns for p in (work / "data").iterdir()} == made
+
+
+def test_without_a_gpu_it_says_so_in_one_line_and_points_at_dry():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--out",
+                          "unused"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 2 and run.stdout == ""
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "no NVIDIA GPU" in run.stderr and "--dry" in run.stderr

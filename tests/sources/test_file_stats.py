@@ -35,7 +35,8 @@ def test_a_file_gone_before_first_use_changes_the_digest(root):
     eager = ImageFolderSource(root, file_stats="listing")
     lazy = ImageFolderSource(root)
     victim = lazy.files[3]
-    data = open(victim, "rb").read()
+    with open(victim, "rb") as f:
+        data = f.read()
     os.remove(victim)
     assert lazy.listing_digest() != eager.listing_digest()
     assert lazy.listing.sizes[3] == -1 and lazy.listing.mtimes_ns[3] == -1

@@ -183,3 +183,44 @@ def test_the_check_tool_detects_arrays_and_names_each_bad_file(with_bad_files):
     found = {Path(p.path).name: p.reason for p in report.problems}
     assert set(found) == set(fields)
     assert all(f"{name}: {field}: " in found[name] for name, field in fields.items())
+
+
+@pytest.fixture(params=[((5, 4), "float16"), ((5, 2), "int16")], ids=["4 channels", "int16"])
+def stray_first(folder, tmp_path, request):
+    """The 12 good files plus one stray of another layout that sorts first in the listing."""
+    root = Path(shutil.copytree(folder, tmp_path / "data"))
+    shape, dtype = request.param
+    stray = root / sorted(p.name for p in root.iterdir())[0] / "a_stray.npy"
+    np.save(stray, np.ones(shape, dtype))
+    return root, stray, f"(T, {shape[1]}) {dtype}"
+
+
+def test_one_stray_file_cannot_outvote_the_data_set(stray_first, backend):
+    """Before: the first file in listing order set the layout, so the 12 good files were bad
+    samples and the stray was yielded."""
+    root, stray, layout = stray_first
+    loader = _loader(root, backend, on_error="skip")
+    seen = [i for b in loader for i in b["index"].tolist()]
+    assert sorted(loader.path(i) for i in seen) == sorted(str(p) for p in root.rglob("series_*"))
+    assert [s.path for s in loader.skipped] == [str(stray)]
+    reason = loader.skipped[0].reason
+    assert f"this file {layout}, the data set (T, 2) float16 in 12 of the 13 readable" in reason
+    with pytest.raises(SampleError, match=r"a_stray\.npy"):
+        list(_loader(root, backend, shuffle=False, batch_size=20))
+
+
+def test_a_tie_goes_to_the_layout_listed_first():
+    from dali_pipes.formats.npy import NpyHeader
+    from dali_pipes.sources.arrays import majority_layout
+    a, b = (NpyHeader(np.dtype("float32"), (4, 2), 128), NpyHeader(np.dtype("int16"), (9, 3), 128))
+    assert majority_layout([a, b])[0] == (2, np.dtype("float32"))
+    assert majority_layout([b, a])[0] == (3, np.dtype("int16"))
+    assert majority_layout([b, a, a]) == ((2, np.dtype("float32")), " in 2 of the 3 readable files")
+
+
+def test_the_check_tool_names_the_stray_not_the_good_files(stray_first):
+    from torch_bridge.tools.check import check_data
+    root, stray, layout = stray_first
+    report = check_data(root)
+    assert report.checked == 13 and [p.path for p in report.problems] == [str(stray)]
+    assert layout in report.problems[0].reason

@@ -1,11 +1,12 @@
 """Several ranks on a node: DALI threads share the node's cores, decoder threads are not
-pinned to the same cores, and "cuda" with one visible GPU means that GPU."""
+pinned to the same cores, "cuda" with one visible GPU means that GPU, and make_loader
+refuses launcher variables that would make ranks collide."""
 from __future__ import annotations
 
 import pytest
 
 from dali_pipes.pipelines import config as cfg
-from torch_bridge import loader
+from torch_bridge import loader, make_loader
 
 
 def test_one_rank_keeps_its_cores_plus_one():
@@ -31,7 +32,8 @@ def test_defaults_read_affinity_and_local_world_size(monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
     assert cfg.PipelineConfig().threads() == 33 and cfg.affine_threads() is True
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "x")
-    assert cfg.ranks_per_node() == 1
+    with pytest.raises(ValueError, match="LOCAL_WORLD_SIZE='x' is not an integer"):
+        cfg.ranks_per_node()
 
 
 def test_mixed_decoders_get_affine_false_when_ranks_share_a_node(monkeypatch):
@@ -68,3 +70,29 @@ def test_resolve_device_with_one_visible_gpu_and_local_rank(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "3")
     assert loader.resolve_device("cuda") == loader.torch.device("cuda", 0)
     assert loader.resolve_device("cuda:0") == loader.torch.device("cuda", 0)
+
+
+def test_local_rank_from_the_environment_is_checked(monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert loader._local_gpu(count=4) == 1
+    monkeypatch.setenv("LOCAL_RANK", "one")
+    with pytest.raises(ValueError, match="LOCAL_RANK='one' is not an integer"):
+        loader._local_gpu(count=4)
+
+
+@pytest.mark.parametrize("env, said", [
+    ({"WORLD_SIZE": "2"}, r"world size 2 \(WORLD_SIZE\) but no rank"),
+    ({"RANK": "abc", "WORLD_SIZE": "2"}, "RANK='abc' is not an integer"),
+    ({"RANK": "0", "WORLD_SIZE": str(10**12)}, "larger than the data set's 37 samples"),
+])
+def test_make_loader_refuses_ranks_that_would_collide(image_folder, monkeypatch, env, said):
+    """Before: every process rank 0 (half of each epoch never read), a bare int() error, or
+    a MemoryError at the first batch."""
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=said):
+        make_loader("image", image_folder, backend="torch", batch_size=4,
+                    reference={"num_workers": 0})

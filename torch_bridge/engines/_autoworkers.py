@@ -14,6 +14,8 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from dali_pipes import launch_env
+
 if TYPE_CHECKING:
     from dali_pipes.pipelines.config import DaliDevice
 
@@ -66,18 +68,10 @@ def rank_cores(*, affinity: int | None = None, cpu_count: int | None = None,
         except AttributeError:  # pragma: no cover - not Linux
             affinity = cpu_count
     if local_world_size is None:
-        local_world_size = _env_int("LOCAL_WORLD_SIZE", 1)
+        local_world_size = launch_env.local_world_size()
     if affinity < cpu_count or local_world_size <= 1:
         return max(1, affinity)
     return max(1, affinity // local_world_size)
-
-
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name, "")
-    try:
-        return int(value) if value else default
-    except ValueError as exc:
-        raise ValueError(f"environment variable {name}={value!r} is not an integer") from exc
 
 
 def data_codecs(source, *, limit: int = PROBED_FILES) -> set[str]:

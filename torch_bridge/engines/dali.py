@@ -126,6 +126,16 @@ class DaliEngine:
             self._window = FeedWindow(self._pool, self.guard)
             self._finalizer = weakref.finalize(self, self._pool.close)
 
+    @property
+    def num_workers(self) -> int:
+        """Feed worker processes: those running, else the count the next start gives
+        (`py_num_workers`, "auto" resolved for this data); 0: feeds read in this process."""
+        if self._pool is not None:
+            return self._pool.workers
+        if not self.modality.parallel_feeds:
+            return 0
+        return auto_workers(self.config.py_num_workers, self.modality, self.dali_device)
+
     def _device_id(self) -> int | None:
         if self.dali_device == "cpu":
             return None

@@ -3,7 +3,8 @@
 Workers decode with torchvision and return uint8 crops (4x less inter-process traffic
 than float32); normalization runs on the target device in the consumer. The practice
 article's knobs are options: `num_workers`, `prefetch_factor`, `persistent_workers`, and
-`pin_memory` (on by default when the device is CUDA).
+`pin_memory` (on by default when the device is CUDA). Nothing starts when the engine is
+made: torchvision is imported and the workers are started by the first pass.
 """
 from __future__ import annotations
 
@@ -130,10 +131,6 @@ class TorchEngine:
     def __init__(self, modality: Modality, plan: EpochPlan, *, device: torch.device,
                  guard: SampleGuard, options: ReferenceOptions = ReferenceOptions()):
         self.modality, self.plan, self.device, self.guard = modality, plan, device, guard
-        # The modalities decode and resize with torchvision: imported here once, forked
-        # workers inherit it instead of each importing it on its first sample (seconds).
-        import torchvision.io  # noqa: F401
-        import torchvision.transforms.v2.functional  # noqa: F401
         self.sampler = _PlanBatchSampler(plan)
         self.stats = LoaderStats(enabled=False)  # the Loader's, once it has one
         pin = options.pin_memory if options.pin_memory is not None else device.type == "cuda"
@@ -145,6 +142,11 @@ class TorchEngine:
             persistent_workers=options.persistent_workers and workers > 0,
             multiprocessing_context=options.multiprocessing_context if workers > 0 else None)
 
+    @property
+    def num_workers(self) -> int:
+        """The DataLoader's worker processes (0: samples are read in this process)."""
+        return self.loader.num_workers
+
     def close(self) -> None:
         stop_workers(self.loader)
 
@@ -152,6 +154,7 @@ class TorchEngine:
         self.sampler.epoch, self.sampler.start = epoch, start
         stats = self.stats
         try:
+            _import_decoders()
             batches = start_workers(self.loader)
             t0 = perf_counter_ns()
             for position, (kept, stacked, skipped) in enumerate(batches, start):
@@ -210,3 +213,12 @@ class TorchEngine:
     def _record(self, skipped: list[Skipped]) -> None:
         self.guard.remember_bad({record.index: record.reason for record in skipped})
         self.guard.record(skipped)
+
+
+def _import_decoders() -> None:
+    """torchvision's decoders and transforms, imported in this process before the workers
+    start: forked workers inherit them instead of each importing them on its first sample
+    (seconds). Done at the first pass, not when the loader is made, so making a loader
+    costs no more than with the DALI backend."""
+    import torchvision.io  # noqa: F401
+    import torchvision.transforms.v2.functional  # noqa: F401

@@ -59,7 +59,7 @@ class LightningLoader:
     def __len__(self) -> int:
         return len(self.loader)
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor] | tuple[torch.Tensor, ...]]:
         self._after.clear()
         self._counting, self._taken = False, self.loader.state_dict()
         for batch in self.loader:

@@ -21,7 +21,7 @@ from dali_pipes.formats.coco import decode_masks
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.pipelines import detection as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
-from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
+from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS, warn_empty_masks
 from dali_pipes.sources.detection_shards import detection_source
 from dali_pipes.stores.options import StoreOptions
 from dali_pipes.stores.select import remote_store
@@ -45,9 +45,10 @@ class DetectionModality(SourceModality):
     large-scale jitter instead of the crop), `min_box_size` (boxes narrower or lower than
     this many output pixels are dropped and counted in "dropped_boxes", default 1),
     `crowd` ("drop", default, or "keep": flagged in "iscrowd"), `masks` (True: "masks"
-    uint8 (B, N, H, W)), `semantic` (True: "semantic" uint8 (B, H, W), label + 1 of the
-    last annotation covering each pixel, 0 background, 255 padding) and `max_pixels` (as
-    for images). `loader.classes` holds the
+    uint8 (B, N, H, W); an annotation whose segmentation is empty, `[]`, gets an all-zero
+    mask, and the loader warns once naming each such file and count), `semantic` (True:
+    "semantic" uint8 (B, H, W), label + 1 of the last annotation covering each pixel, 0
+    background, 255 padding) and `max_pixels` (as for images). `loader.classes` holds the
     category names in label order; `source.category_ids` their COCO ids.
     `data` may also be WebDataset shards of `<key>.<image ext>` + `<key>.json` (that image's
     COCO annotations) with `categories.json` beside them or `categories` (a list of COCO
@@ -79,6 +80,8 @@ class DetectionModality(SourceModality):
                                           categories=categories, crowd=crowd,
                                           max_pixels=max_pixels, store=store), data)
         self.multi_source = getattr(self.source, "multi_source", self.multi_source)
+        if masks or semantic:
+            warn_empty_masks(self.source, "masks=True" if masks else "semantic=True")
         self.seed, self.masks, self.train = seed, bool(masks), bool(train)
         self.semantic = bool(semantic)
         if self.semantic and len(self.source.classes) > 254:

@@ -9,6 +9,8 @@ Throughput against the torch reference and patch-read rates: docs/measurements.m
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import torch
 
@@ -27,6 +29,10 @@ class HyperspectralModality(SourceModality):
     turns; False: none) and `normalize` (default False; True: per-band mean/std of each
     scene, computed once on evenly spaced lines, subtracted and divided). `device` is the
     loader's: with a CUDA device the statistics are computed with CuPy when it is usable.
+    `labels`: "map" (default: every scene has `<scene>.labels.npy`; a sample is a patch
+    around a labelled pixel) or None (no label maps are read: a sample is a patch of a grid
+    tiling each scene, centres every `patch_size` pixels from `patch_size // 2`, the last
+    one moved back onto the last line or sample, label -1; see docs/guide.md).
     For scenes behind URLs (`s3://bucket/scenes/`, or the scenes' own `.hdr`/`.spe` URLs):
     `storage_options` (for fsspec), `cache_dir` and `cache_limit` (bytes): each patch reads
     only its window's byte ranges, through the block cache when there is one.
@@ -40,13 +46,13 @@ class HyperspectralModality(SourceModality):
     def __init__(self, data, *, seed: int, patch_size: int = 9, bands=None,
                  train: bool = True, normalize: bool = False, device: str = "cpu",
                  storage_options: dict | None = None, cache_dir: str | None = None,
-                 cache_limit: int | None = None):
+                 cache_limit: int | None = None, labels: Literal["map"] | None = "map"):
         for option, value in (("train", train), ("normalize", normalize)):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{option} must be True or False, got {value!r}")
         store = remote_store(data, StoreOptions(storage_options, cache_dir, cache_limit))
         self._set_source(HyperspectralSource(data, patch_size=patch_size, bands=bands,
-                                             store=store), data)
+                                             store=store, labels=labels), data)
         self.seed, self.train, self.normalize = seed, bool(train), bool(normalize)
         self.mean: np.ndarray | None = None
         self.std: np.ndarray | None = None

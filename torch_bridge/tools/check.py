@@ -2,29 +2,36 @@
 scan a data set before training with the validation the loaders use, and say what they would
 skip and why.
 
-It builds the modality's source exactly as `make_loader` does (the listing, scene headers,
-label maps, IMU channel agreement and a detection set's COCO file are checked there; a
-failure there means make_loader itself would fail) and then runs each sample's own checks:
-images and frame-folder JPEGs are read and checked like the loaders' reads (header,
-`max_pixels`, the scan check of `dali_pipes.formats.jpeg_scan`; for detection also the
-file's "height" / "width"), videos probed, IMU files parsed, hyperspectral cubes opened and
-compared with their listing. Listing entries that look broken (dangling symlinks, symlink
-loops, unreadable class folders) count as problems too. `--decode` also decodes every JPEG
-strictly (any decoder warning is an error): that finds what the cheap scan check cannot see
-(docs/failure_modes.md). Progress goes to stderr (a rich bar on a terminal, plain lines
-otherwise), problems and the summary to stdout; the exit code is 1 when anything is bad.
+DATA is anything `make_loader` takes for the modality: folders, WebDataset shards (a .tar,
+a brace pattern, a folder of them such as the pack tool's output), URLs (with
+`--storage-options` as make_loader's). Without `--modality` the modality is guessed from the
+data (`detect_modality`). The modality is then made through the registry exactly as
+`make_loader` makes it (the listing, shard indexes, scene headers, label maps, IMU channel
+agreement and a detection set's COCO file are checked there; a failure there means
+make_loader itself would fail), and each sample's own checks run: images and frame-folder
+JPEGs are read and checked like the loaders' reads (header, `max_pixels`, the scan check of
+`dali_pipes.formats.jpeg_scan`; for detection also the file's "height" / "width"), videos
+probed, IMU files parsed, hyperspectral cubes opened and compared with their listing, and
+any other modality's samples loaded as its torch path loads them. Listing entries that look
+broken (dangling symlinks, symlink loops, unreadable class folders) count as problems too.
+`--decode` also decodes every JPEG strictly (any decoder warning is an error): that finds
+what the cheap scan check cannot see (docs/failure_modes.md). Progress goes to stderr (a
+rich bar on a terminal, plain lines otherwise), problems and the summary to stdout; the
+exit code is 1 when anything is bad.
 """
 from __future__ import annotations
 
 import argparse
 import functools
 import io
+import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from dali_pipes.cli import ArgumentParser
 from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
 from torch_bridge import registry
 
@@ -52,11 +59,16 @@ class Report:
 
 
 def detect_modality(data) -> str:
-    """The modality whose registry entry claims the folder `data` (its `holds` test: scene
-    files, a COCO file, IMU streams, .npy files, clips or frame folders); the one without a
-    test (images) when none does."""
+    """The modality `data` holds: for shards, what `_shard_kind.shard_modality` reads from
+    them; for a folder, the modality whose registry entry claims it (its `holds` test:
+    scene files, a COCO file, IMU streams, .npy files, clips or frame folders); the one
+    without a test (images) when none does."""
+    from dali_pipes.sources.shard_names import is_shard_data
     specs = registry.REGISTRY.values()
     fallback = next(spec.name for spec in specs if spec.holds is None)
+    if is_shard_data(data):
+        from torch_bridge.tools._shard_kind import shard_modality
+        return shard_modality(data) or fallback
     return next((spec.name for spec in specs if spec.claims(data)), fallback)
 
 
@@ -76,106 +88,82 @@ def _strict_decode(data, path: str) -> None:
 Units = list[tuple[str, Callable[[], object]]]
 
 
-def _image_units(data, decode: bool, max_pixels) -> tuple[object, Units]:
-    from dali_pipes.sources.image import ImageFolderSource
-    src = ImageFolderSource(data, max_pixels=max_pixels)
-
-    def image(i: int) -> None:
-        raw, _ = src.read_checked(i)
-        if decode:
-            _strict_decode(raw, src.files[i])
-    return src, [(f, functools.partial(image, i)) for i, f in enumerate(src.files)]
-
-
-def _detection_units(data, decode: bool, max_pixels, annotations) -> tuple[object, Units]:
-    from dali_pipes.sources.detection import DetectionSource
-    src = DetectionSource(data, annotations=annotations, max_pixels=max_pixels)
-
+def _image_units(src, decode: bool) -> Units:
+    """Images (class folders, shards, detection sets): the read and header checks of the
+    loaders' reads (and a strict decode)."""
     def image(i: int) -> None:
         raw, _ = src.read_checked(i)
         if decode:
             _strict_decode(raw, src.path(i))
-    return src, [(src.path(i), functools.partial(image, i)) for i in range(len(src))]
+    return [(src.path(i), functools.partial(image, i)) for i in range(len(src))]
 
 
-def _frame_units(data, decode: bool, max_pixels) -> tuple[object, Units]:
-    from dali_pipes.sources.video_frames import FrameFolderSource
-    src = FrameFolderSource(data, max_pixels=max_pixels)
-
+def _frame_units(src, decode: bool) -> Units:
+    """Frame folders (local, behind URLs, in shards): every frame read and checked."""
     def folder(i: int) -> None:
         frames = src.read_jpegs(i, np.arange(src.frame_count(i)))
         for k, raw in enumerate(frames if decode else []):
-            _strict_decode(raw, f"{src.files[i]}/frame {k}")
-    return src, [(f, functools.partial(folder, i)) for i, f in enumerate(src.files)]
+            _strict_decode(raw, f"{src.path(i)}/frame {k}")
+    return [(src.path(i), functools.partial(folder, i)) for i in range(len(src))]
 
 
-def _scene_units(data) -> tuple[object, Units]:
-    from dali_pipes.sources.hyperspectral import HyperspectralSource
-    src = HyperspectralSource(data)
-    return src, [(s.path, functools.partial(src.cube, k)) for k, s in enumerate(src.scenes)]
-
-
-def _video_units(data, fusion: bool) -> tuple[object, Units]:
-    from dali_pipes.sources.fusion import FusionFolderSource
-    from dali_pipes.sources.video import VideoFolderSource
-    src = FusionFolderSource(data) if fusion else VideoFolderSource(data)
-
+def _video_units(src) -> Units:
+    """Videos (and their IMU streams): probed and parsed as the loaders do."""
     def video(i: int) -> None:
         src.info(i)
-        if isinstance(src, FusionFolderSource):
+        if hasattr(src, "stream"):
             src.stream(i)
-    return src, [(f, functools.partial(video, i)) for i, f in enumerate(src.files)]
+    return [(src.path(i), functools.partial(video, i)) for i in range(len(src))]
 
 
-def _units(modality: str, data, *, decode: bool, max_pixels, annotations
-           ) -> tuple[object, Units]:
-    """(source, [(path, check)]): one check per file the loaders read."""
-    from dali_pipes.sources.video_frames import is_frame_folder_tree
+def _units(modality: str, data, *, decode: bool, options: dict) -> tuple[object, Units]:
+    """(source, [(path, check)]): the modality made as make_loader makes it (through the
+    registry: every `data` make_loader takes, with its validation), and one check per file
+    its loaders read: the cheap checks of the source's own reads where it has them, else
+    each sample loaded as the torch path loads it."""
     if modality not in MODALITIES:
         raise ValueError(f"modality must be one of {', '.join(MODALITIES)}, got {modality!r}")
-    if modality == "detection":
-        return _detection_units(data, decode, max_pixels, annotations)
-    if modality == "image":
-        return _image_units(data, decode, max_pixels)
-    if modality == "hyperspectral":
-        return _scene_units(data)
-    if modality == "video" and is_frame_folder_tree(data):
-        return _frame_units(data, decode, max_pixels)
-    if modality in ("video", "fusion"):
-        return _video_units(data, fusion=modality == "fusion")
-    return _loaded_units(modality, data)
-
-
-def _loaded_units(modality: str, data) -> tuple[object, Units]:
-    """Any other registered modality: made as make_loader makes it (default options), each
-    sample read as the torch reference reads it."""
-    made = registry.get(modality).create(data, seed=0, device="cpu", options={})
-    return made.source, [(made.path(i), functools.partial(made.load, 0, i))
-                         for i in range(len(made))]
+    spec = registry.get(modality)
+    known = spec.options()
+    made = spec.create(data, seed=0, device="cpu",
+                       options={k: v for k, v in options.items() if k in known})
+    src = made.source
+    if hasattr(src, "read_checked"):
+        return src, _image_units(src, decode)
+    if hasattr(src, "read_jpegs"):
+        return src, _frame_units(src, decode)
+    if hasattr(src, "scenes") and hasattr(src, "cube"):
+        return src, [(s.path, functools.partial(src.cube, k)) for k, s in enumerate(src.scenes)]
+    if hasattr(src, "info"):
+        return src, _video_units(src)
+    return src, [(made.path(i), functools.partial(made.load, 0, i)) for i in range(len(made))]
 
 
 def check_data(data, *, modality: str | None = None, decode: bool = False,
                max_pixels: int | None = None, progress: Callable[[int, int], None] | None = None,
-               annotations: str = DEFAULT_ANNOTATIONS) -> Report:
+               annotations: str = DEFAULT_ANNOTATIONS,
+               storage_options: dict | None = None) -> Report:
     """Check every sample of `data` as the loaders would.
 
     Args:
-        data: a folder or list of folders, as for make_loader.
+        data: anything make_loader takes for the modality: a folder or a list of folders,
+            WebDataset shards (a .tar, a brace pattern, a folder of them, the pack tool's
+            output), URLs.
         modality: one of MODALITIES, or None to detect it (`detect_modality`).
         decode: also decode each JPEG strictly (simplejpeg, warnings are errors).
         max_pixels: the image pixel limit (None: the loaders' default).
         progress: called as progress(done, total) after each file.
         annotations: the COCO file of a detection data set (as make_loader's option).
+        storage_options: for data behind URLs, passed to fsspec (as make_loader's option).
 
     Returns:
         A Report. Errors of making the source itself (make_loader would fail) propagate.
     """
-    from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
-
     modality = modality or detect_modality(data)
+    options = {"annotations": annotations, "max_pixels": max_pixels,
+               "storage_options": storage_options}
     source, units = _units(modality, data, decode=decode,
-                           max_pixels=DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels,
-                           annotations=annotations)
+                           options={k: v for k, v in options.items() if v is not None})
     report = Report(modality)
     listing = getattr(source, "listing", None)
     ignored = getattr(listing, "ignored", ())
@@ -219,15 +207,29 @@ class _Progress:
             self._bar.stop()
 
 
+def _json_object(text: str) -> dict:
+    """--storage-options: a JSON object (argparse names the option otherwise)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"a JSON object is needed, not {text!r}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_bridge.check",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("data", nargs="+", help="data folder(s), as for make_loader")
+    parser = ArgumentParser(prog="python -m torch_bridge.check",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="+", help="what make_loader takes: folder(s), tar "
+                        "shards (a .tar, a brace pattern, a folder of them), URLs")
     parser.add_argument("--modality", choices=MODALITIES, default=None)
     parser.add_argument("--decode", action="store_true", help="also decode JPEGs strictly")
     parser.add_argument("--max-pixels", type=int, default=None)
     parser.add_argument("--annotations", default=DEFAULT_ANNOTATIONS,
                         help="detection: the COCO instances file (default: %(default)s)")
+    parser.add_argument("--storage-options", type=_json_object, metavar="JSON",
+                        help="data behind URLs: fsspec options, as make_loader's")
     args = parser.parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # names that are not UTF-8 print escaped
         if isinstance(stream, io.TextIOWrapper):
@@ -237,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = check_data(data, modality=args.modality, decode=args.decode,
                             max_pixels=args.max_pixels, progress=progress,
-                            annotations=args.annotations)
+                            annotations=args.annotations,
+                            storage_options=args.storage_options)
     except (OSError, ValueError) as exc:
         progress.close()
         print(f"error: make_loader would fail: {type(exc).__name__}: {exc}")

@@ -1,13 +1,15 @@
 """`python -m torch_bridge.doctor [--json]`: the environment a data pipeline depends on.
 
-Probes (impure, never raising) collect an `Env`; pure check functions turn values into
-`Check(name, status, detail, advice)` rows; the exit code is 1 only when a check fails.
+Probes (impure, never raising) collect an `Env`: each compiled companion of torch
+(torchvision, DALI, the native operators) is imported and run, so a mismatched build is
+named with the command that fixes it; pure check functions turn values into
+`Check(name, status, detail, advice)` rows, whose advice depends on whether the machine has
+a GPU; the exit code is 1 only when a check fails.
 Driver minimums are NVIDIA's for CUDA minor-version compatibility (CUDA release notes):
 a CUDA X.y build needs a driver whose supported CUDA version (NVML / nvidia-smi) is >= X.0.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.metadata
 import json
@@ -16,7 +18,18 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
+from dali_pipes.cli import ArgumentParser
 from torch_bridge.tools._check_row import Check, major
+from torch_bridge.tools._companions import (
+    Imported,
+    check_dali,
+    check_torch,
+    check_torchvision,
+    first_line,
+    gpu_present,
+    requirements,
+    try_import,
+)
 from torch_bridge.tools._doctor_gpu import cuda_major_checks, gpu_checks, probe_gpu
 
 GiB = 1 << 30
@@ -36,6 +49,7 @@ class Env:
     python: str = platform.python_version()
     system: str = platform.system()
     torch_version: str | None = None
+    torch_error: str | None = None  # why `import torch` failed
     torch_cuda: str | None = None  # torch.version.cuda: None for a CPU-only build
     cudnn: int | None = None
     cuda_available: bool = False
@@ -44,7 +58,12 @@ class Env:
     driver_cuda: str | None = None  # highest CUDA version the driver supports, "12.4"
     gpus: list[str] = field(default_factory=list)
     nvml_error: str | None = None
+    gpu_present: bool = False  # an NVIDIA GPU with its driver (NVML, or the driver's files)
+    torchvision_version: str | None = None
+    torchvision_error: str | None = None  # why import or torchvision.ops.nms failed
+    torchvision_requires: list[str] | None = None  # its metadata's Requires-Dist
     dali_version: str | None = None
+    dali_error: str | None = None
     dali_cuda: int | None = None  # CUDA major of the DALI build
     cupy_version: str | None = None
     cupy_cuda: int | None = None
@@ -65,16 +84,6 @@ def _vtuple(version: str) -> tuple[int, ...]:
 
 
 # --- pure checks --------------------------------------------------------------------------
-def check_torch(version: str | None, cuda: str | None, cudnn: int | None) -> Check:
-    if version is None:
-        return Check("torch", "fail", "torch is not importable", "pip install torch")
-    if cuda is None:
-        return Check("torch", "warn", f"{version}, a CPU-only build (torch.version.cuda is None)",
-                     "install a CUDA build of torch to use a GPU (pin_memory and .cuda() "
-                     "have no effect without one)")
-    return Check("torch", "ok", f"{version}, built for CUDA {cuda}, cuDNN {cudnn}")
-
-
 def check_cuda(available: bool, error: str | None, gpus: list[str]) -> Check:
     if available:
         return Check("cuda", "ok", f"available, {len(gpus) or '?'} device(s)")
@@ -123,13 +132,6 @@ def check_cuda_majors(torch_cuda: str | None, dali_cuda: int | None,
         return Check("torch/DALI CUDA", "warn", f"{detail}; driver supports CUDA {driver_cuda}",
                      advice)
     return Check("torch/DALI CUDA", "info", detail, advice)
-
-
-def check_dali(version: str | None, cuda: int | None) -> Check:
-    if version is None:
-        return Check("dali", "fail", "nvidia.dali is not importable",
-                     "pip install -e '.[cu13]' (CUDA 13 torch) or '.[cu12]' (CUDA 12)")
-    return Check("dali", "ok", f"{version}, built for CUDA {cuda}")
 
 
 def check_cupy(version: str | None, cuda: int | None, devices: int | None,
@@ -198,13 +200,17 @@ def run_checks(env: Env, *, batch_bytes: int = DEFAULT_BATCH_BYTES,
     return [
         Check("python", "ok", f"{env.python} on {env.system}",
               "" if env.system == "Linux" else "workers use spawn here: startup is slower"),
-        check_torch(env.torch_version, env.torch_cuda, env.cudnn),
+        check_torch(env.torch_version, env.torch_cuda, env.cudnn, gpu=env.gpu_present,
+                    error=env.torch_error, torchvision=env.torchvision_version,
+                    requires=env.torchvision_requires),
+        check_torchvision(_torchvision(env), env.torch_version, env.torchvision_requires,
+                          gpu=env.gpu_present),
         check_cuda(env.cuda_available, env.cuda_error, env.gpus),
         check_driver(env.driver_version, env.driver_cuda, env.gpus, env.nvml_error),
         check_driver_supports("torch", env.torch_cuda, env.driver_version, env.driver_cuda),
         check_driver_supports("DALI", env.dali_cuda, env.driver_version, env.driver_cuda),
         check_cuda_majors(env.torch_cuda, env.dali_cuda, env.driver_cuda),
-        check_dali(env.dali_version, env.dali_cuda),
+        check_dali(env.dali_version, env.dali_cuda, env.dali_error),
         check_cupy(env.cupy_version, env.cupy_cuda, env.cupy_devices, env.cupy_error),
         *cuda_major_checks(env.torch_cuda, env.dali_cuda, env.cupy_cuda),
         check_pinned(env.pin_error, env.cuda_available),
@@ -216,16 +222,20 @@ def run_checks(env: Env, *, batch_bytes: int = DEFAULT_BATCH_BYTES,
 
 
 # --- probes (impure; each records a failure instead of raising) ---------------------------
+def _torchvision(env: Env) -> Imported:
+    return Imported("torchvision", env.torchvision_version, env.torchvision_error)
+
+
 def _first_line(exc: BaseException) -> str:
     """The exception type and its first sentence (driver errors go on with a URL)."""
-    text = (str(exc).splitlines() or [""])[0].split(". ")[0]
-    return f"{type(exc).__name__}: {text}"
+    return first_line(exc).split(". ")[0]
 
 
 def _probe_torch(env: Env) -> None:
     try:
         import torch
-    except ImportError:
+    except Exception as exc:  # noqa: BLE001 - ImportError, or a broken build's error
+        env.torch_error = first_line(exc)
         return
     env.torch_version, env.torch_cuda = torch.__version__, torch.version.cuda
     env.cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
@@ -276,10 +286,17 @@ def _dali_cuda_from_wheel(prefix: str = "nvidia-dali-cuda") -> int | None:
     return None
 
 
+def _probe_torchvision(env: Env) -> None:
+    found = try_import("torchvision")
+    env.torchvision_version, env.torchvision_error = found.version, found.error
+    env.torchvision_requires = requirements("torchvision") if found.version else None
+
+
 def _probe_dali(env: Env) -> None:
     try:
         import nvidia.dali as dali
-    except ImportError:
+    except Exception as exc:  # noqa: BLE001 - ImportError, or a broken build's error
+        env.dali_error = first_line(exc)
         return
     env.dali_version = dali.__version__
     code = getattr(dali, "__cuda_version__", None)  # e.g. 12986 for 12.9.86
@@ -308,8 +325,9 @@ def _probe_cupy(env: Env) -> None:
 
 def probe() -> Env:
     env = Env()
-    for step in (_probe_torch, _probe_nvml, _probe_dali, _probe_cupy):
+    for step in (_probe_torch, _probe_torchvision, _probe_nvml, _probe_dali, _probe_cupy):
         step(env)
+    env.gpu_present = bool(env.gpus) or env.driver_version is not None or gpu_present()
     try:
         stat = os.statvfs("/dev/shm")
         env.shm_total, env.shm_free = stat.f_frsize * stat.f_blocks, stat.f_frsize * stat.f_bavail
@@ -341,7 +359,7 @@ def _print_table(checks: list[Check]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_bridge.doctor", description=__doc__)
+    parser = ArgumentParser(prog="python -m torch_bridge.doctor", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--batch-bytes", type=int, default=DEFAULT_BATCH_BYTES,
                         help="bytes of one batch, to size /dev/shm (default: 64x3x224x224 f32)")

@@ -109,3 +109,21 @@ def test_decode_reads_jpegs_strictly_and_leaves_other_formats_to_the_header_chec
     (root / "class_0" / "cut.jpg").write_bytes(cut_with_eoi(encode()))
     report = check_data(root, decode=True)
     assert [os.path.basename(p.path) for p in report.problems] == ["cut.jpg"]
+
+
+@pytest.mark.parametrize("kind", ["image", "frames", "video", "fusion", "detection"])
+def test_shards_as_make_loader_takes_them(kind, tiny_data, tmp_path, capsys):
+    """The pack tool's output folder, its first shard and a brace pattern are checked as
+    make_loader reads them, the modality read from the manifest; without the manifest
+    (bare WebDataset shards) from the members."""
+    from dali_pipes.pack import pack
+    data = tiny_data(kind)
+    out = tmp_path / "packed"
+    pack(data.one, out, modality=kind, progress=False)
+    files = check_data(data.one).checked
+    for target in (out, out / "shard-000000.tar", f"{out}/shard-{{000000..000000}}.tar"):
+        assert main([str(target)]) == 0, capsys.readouterr().out
+        assert f"{data.modality}: checked {files} files, 0 bad" in capsys.readouterr().out
+    (out / "manifest.json").unlink()
+    assert detect_modality(out) == data.modality
+    assert check_data(out, modality=data.modality).ok

@@ -9,9 +9,10 @@ import pytest
 
 from torch_bridge.tools import doctor
 from torch_bridge.tools._check_row import major
+from torch_bridge.tools._companions import Imported, torch_for, torchvision_for
 from torch_bridge.tools.doctor import Env, GiB
 
-BASE = {"python", "torch", "cuda", "driver", "driver vs torch", "driver vs DALI",
+BASE = {"python", "torch", "torchvision", "cuda", "driver", "driver vs torch", "driver vs DALI",
         "torch/DALI CUDA", "dali", "cupy", "CUDA majors", "pinned memory", "/dev/shm",
         "cpu cores", "native operators"}
 GPU_ROWS = {"mixed pipeline", "NVDEC", "hardware JPEG decoder", "MIG", "cupy libraries"}
@@ -119,8 +120,6 @@ def test_cores_and_packages():
     # the advice never goes below the default it names
     assert "starts 2 workers" in doctor.check_cores(2, 2).advice
     assert "'num_workers': 2}" in doctor.check_cores(2, 2).advice
-    assert doctor.check_torch("2.5.0", None, None).status == "warn"
-    assert doctor.check_torch(None, None, None).status == "fail"
     assert doctor.check_dali(None, None).status == "fail"
     assert doctor.check_cupy(None, None, None, None).status == "info"
     assert doctor.check_cupy("13.0", 12, 2, None).status == "ok"
@@ -195,3 +194,47 @@ def test_table_shows_pip_extras_literally(monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "400")  # one line per row
     doctor.main([])
     assert "[test,cu13,cupy-cu13]" in capsys.readouterr().out.replace("\n", "")
+
+
+def test_torch_advice_follows_whether_there_is_a_gpu():
+    cpu_build_with_gpu = doctor.check_torch("2.5.1+cpu", None, None, gpu=True)
+    assert cpu_build_with_gpu.status == "warn" and "CUDA build" in cpu_build_with_gpu.advice
+    cpu_build = doctor.check_torch("2.5.1+cpu", None, None, gpu=False)
+    assert cpu_build.status == "ok" and "CUDA" not in cpu_build.advice
+    cuda_build = doctor.check_torch("2.5.1+cu124", "12.4", 90100, gpu=False,
+                                    torchvision="0.20.1+cu124")
+    assert cuda_build.status == "info" and "--index-url https://download.pytorch.org/whl/cpu" \
+        in cuda_build.advice and "torch==2.5.1 torchvision==0.20.1" in cuda_build.advice
+    assert doctor.check_torch("2.5.1", "12.4", 90100, gpu=True).status == "ok"
+    missing = doctor.check_torch(None, None, None, gpu=False, error="ImportError: no torch")
+    assert missing.status == "fail" and "ImportError: no torch" in missing.detail
+
+
+@pytest.mark.parametrize("requires, want", [
+    (["numpy", "torch==2.5.1"], "2.5.1"), (["torch (==2.4.1)"], "2.4.1"),
+    (["torch (>=2.14.0)"], "2.14.1"), (None, "2.14.1")])
+def test_the_torch_a_torchvision_is_built_for(requires, want):
+    assert torch_for("0.29.1+cu130", requires) == want
+    assert torchvision_for("2.14.1+cpu") == "0.29.1" and torch_for("0.14.0") is None
+
+
+def test_a_cpu_torch_beside_a_cuda_torchvision_is_named_with_the_fix():
+    found = Imported("torchvision", "0.20.1+cu124", "RuntimeError: operator "
+                     "torchvision::nms does not exist")
+    row = doctor.check_torchvision(found, "2.5.1+cpu", ["torch==2.5.1"], gpu=False)
+    assert row.status == "fail" and "torchvision::nms" in row.detail
+    assert "torch is a cpu build, torchvision 0.20.1+cu124 a cu124 build" in row.detail
+    assert row.advice.startswith("pip install torch==2.5.1 torchvision==0.20.1 --index-url "
+                                 "https://download.pytorch.org/whl/cpu")
+    older = doctor.check_torchvision(Imported("torchvision", "0.19.1", None), "2.5.1",
+                                     ["torch==2.4.1"], gpu=True)
+    assert older.status == "warn" and "built for torch 2.4.1, torch is 2.5.1" in older.detail
+    assert older.advice == "pip install torch==2.4.1 torchvision==0.19.1"
+    ok = doctor.check_torchvision(Imported("torchvision", "0.20.1", None), "2.5.1+cu124",
+                                  ["torch==2.5.1"], gpu=True)
+    assert ok.status == "ok"
+    absent = doctor.check_torchvision(Imported("torchvision", None, "ModuleNotFoundError: "
+                                               "torchvision"), "2.5.1+cu124", None, gpu=True)
+    assert absent.status == "fail" and absent.advice == (
+        "pip install torch==2.5.1 torchvision==0.20.1 --index-url "
+        "https://download.pytorch.org/whl/cu124")
