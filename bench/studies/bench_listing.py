@@ -199,6 +199,8 @@ def main(argv=None) -> None:
     parser.add_argument("--before", default=None, help="another checkout to time alongside")
     parser.add_argument("--fresh", type=int, default=0, help="cold processes per backend")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     data = make_tree(args.dir, args.classes, args.per_class)
     trees = {"this tree": _HERE} if args.before is None else \
         {"before": os.path.abspath(args.before), "after": _HERE}
