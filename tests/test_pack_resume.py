@@ -134,6 +134,7 @@ def test_killed_packer_resumes_and_a_second_packer_is_turned_away(image_folder, 
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         _wait_for(out / "shard-000000.tar.json", proc)
+        proc.send_signal(signal.SIGSTOP)  # mid-pack, holding its locks, until killed below
         code, err = _cli(capsys, *argv)
         assert code == 1 and f"pid {proc.pid} " in err and "part 0/1" in err, err
         code, err = _cli(capsys, *argv, "--overwrite")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from dali_pipes.stores import Store
 from torch_bridge import registry
 from torch_bridge._option_types import check_options
 from torch_bridge.errors import SampleGuard
@@ -30,7 +31,7 @@ def make_loader(modality: str, data: Any, *,
                 min_per_source: int | None = None, repeats: int = 3,
                 order: Literal["global", "shards"] = "global",
                 shard_window: int | None = None, log_every: int | None = None,
-                fields: Sequence[str] | None = None,
+                fields: Sequence[str] | None = None, store: Store | None = None,
                 **modality_options: Any) -> Loader:
     """A drop-in iterable of batch dicts (`dict[str, torch.Tensor]`) for a training loop.
 
@@ -81,6 +82,10 @@ def make_loader(modality: str, data: Any, *,
             "torch_bridge", level INFO); None: no lines.
         fields: batch field names, e.g. ("image", "label"): each batch is then a tuple of
             those fields' tensors, in order (`for images, target in loader`); None: dicts.
+        store: any object satisfying `dali_pipes.stores.Store` (listing, stat, byte-range
+            reads, open): every listing and read of `data` goes through it, and `data` is
+            a path (or paths) in its namespace. None: local files, or the built-in fsspec
+            store for URLs (described by storage_options, cache_dir and cache_limit).
         **modality_options: the options `torch_bridge.registry` lists for the modality
             (e.g. image: size, train, the recipe options of docs/recipes.md, max_pixels,
             image_column, label_column, storage_options, cache_dir, cache_limit); any
@@ -105,7 +110,7 @@ def make_loader(modality: str, data: Any, *,
     dev = resolve_device(device)
     guard = SampleGuard(on_error)
     mod = spec.create(data, seed=seed, device=str(dev), options=modality_options,
-                      keywords=_KEYWORDS)
+                      keywords=_KEYWORDS, store=store)
     if len(mod) == 0:  # e.g. an annotations file listing no images
         raise ValueError(f"make_loader({modality!r}): {_describe(data, modality_options)} "
                          f"holds no samples")

@@ -34,22 +34,25 @@ def option_types(groups: Sequence[type]) -> dict[str, Any]:
     return out
 
 
-def split_options(given: Mapping[str, Any], groups: Sequence[type]
-                  ) -> dict[type, dict[str, Any]]:
+def split_options(given: Mapping[str, Any], groups: Sequence[type], *, rest: bool = False
+                  ) -> dict[type | None, dict[str, Any]]:
     """The options given, sorted into their groups (each group: only what was given).
 
     Args:
         given: option name -> value, as make_loader received them.
         groups: the modality's option dataclasses.
+        rest: keep the options of no group under the key None (else they are an error).
 
     Returns:
-        group -> {option name: value}; ValueError naming an option no group has (the
-        registry names unknown options before this runs, so that is a programming error).
+        group -> {option name: value}; ValueError naming an option no group has, without
+        `rest` (the registry names unknown options before this runs, so that is a
+        programming error).
     """
-    out: dict[type, dict[str, Any]] = {group: {} for group in groups}
+    out: dict[type | None, dict[str, Any]] = {group: {} for group in groups}
+    out[None] = {}
     owner = {name: group for group in groups for name in option_fields(group)}
     for name, value in given.items():
-        if name not in owner:
+        if name not in owner and not rest:
             raise ValueError(f"unknown option {name!r}; known: {', '.join(owner)}")
-        out[owner[name]][name] = value
+        out[owner.get(name)][name] = value
     return out

@@ -21,14 +21,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dali_pipes import schema
+from dali_pipes.stores import Store
+from dali_pipes.stores.options import StoreOptions
+from dali_pipes.stores.select import resolve_store
 from torch_bridge._option_names import unknown_options_error
 from torch_bridge._option_types import check_options
-from torch_bridge.options import option_defaults
+from torch_bridge.options import option_defaults, split_options
 
 if TYPE_CHECKING:
     from torch_bridge.protocols import Modality
 
-_NOT_OPTIONS = ("self", "data", "seed", "device")
+_NOT_OPTIONS = ("self", "data", "seed", "device", "store")
 
 
 def _resolve(ref: str) -> Any:
@@ -43,8 +46,7 @@ class Kind:
     `cls`, `detect` (a predicate on `data`; None: the fallback kind) and `tiny` (a
     `write(root, source) -> Path` test-data writer) are "module:attribute" names;
     `tiny_options` are make_loader options that keep batches of the tiny data small.
-    `detect(data, options)` also gets make_loader's modality options (e.g. the
-    storage_options that reach data behind URLs)."""
+    `detect(data, store)` also gets the store `data` is in."""
 
     name: str
     cls: str
@@ -60,9 +62,9 @@ class Kind:
         """The tiny test-data writer (imported on first use)."""
         return _resolve(self.tiny)
 
-    def matches(self, data, options: Mapping[str, Any] | None = None) -> bool:
-        """Whether this kind reads `data` (always, for a kind without `detect`)."""
-        return self.detect is None or bool(_resolve(self.detect)(data, options or {}))
+    def matches(self, data, store: Store | None = None) -> bool:
+        """Whether this kind reads `data` in `store` (always, for a kind without `detect`)."""
+        return self.detect is None or bool(_resolve(self.detect)(data, store))
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,8 @@ class ModalitySpec:
                                        views=views)
 
     def options(self) -> dict[str, Any]:
-        """Every modality option (of all kinds) with its default."""
+        """Every modality option (of all kinds) with its default; the store options
+        (`StoreOptions`: they describe the built-in stores) belong to every modality."""
         out: dict[str, Any] = {}
         for kind in self.kinds:
             cls = kind.modality_class()
@@ -107,26 +110,30 @@ class ModalitySpec:
             for name, param in inspect.signature(cls).parameters.items():
                 if name not in _NOT_OPTIONS and param.kind is param.KEYWORD_ONLY:
                     out.setdefault(name, param.default)
+        for name, default in option_defaults((StoreOptions,)).items():
+            out.setdefault(name, default)
         return out
 
-    def kind_for(self, data, options: Mapping[str, Any] | None = None) -> Kind:
-        """The first kind whose `detect` accepts `data` (read with `options`)."""
-        return next(kind for kind in self.kinds if kind.matches(data, options))
+    def kind_for(self, data, store: Store | None = None) -> Kind:
+        """The first kind whose `detect` accepts `data` (in `store`)."""
+        return next(kind for kind in self.kinds if kind.matches(data, store))
 
     def sample_maker(self) -> Callable:
         """The built-in sample data maker: `make(progress=None) -> Path`."""
         return _resolve(self.sample)
 
     def create(self, data, *, seed: int, device: str, options: Mapping[str, Any],
-               keywords: Sequence[str] = ()):
+               keywords: Sequence[str] = (), store: Store | None = None):
         """The modality object for `data`.
 
         Args:
-            data: the folder(s) the user gave.
+            data: the folder(s) the user gave (paths in `store` when one is given).
             seed: the loader's seed.
             device: the loader's device, as a string.
             options: the modality options make_loader received.
             keywords: make_loader's own keywords (suggested for a misspelt option).
+            store: a store the user handed in (None: chosen from `data` and the store
+                options, `dali_pipes.stores.select.resolve_store`).
 
         Returns:
             A `torch_bridge.protocols.Modality`.
@@ -135,10 +142,16 @@ class ModalitySpec:
         unknown = [name for name in options if name not in valid]
         if unknown:
             raise unknown_options_error(unknown, list(valid), keywords, self.name)
-        cls: Any = self.kind_for(data, options).modality_class()  # a concrete class (its __init__)
-        check_options(cls, options, where=f"make_loader({self.name!r})")
+        where = f"make_loader({self.name!r})"
+        given = split_options(options, (StoreOptions,), rest=True)
+        check_options(StoreOptions, given[StoreOptions], where=where)
+        options = given[None]
+        store = resolve_store(data, store, StoreOptions(**given[StoreOptions]))
+        cls: Any = self.kind_for(data, store).modality_class()  # a concrete class (its __init__)
+        check_options(cls, options, where=where)
         takes_device = "device" in inspect.signature(cls).parameters
-        return cls(data, seed=seed, **({"device": device} if takes_device else {}), **options)
+        return cls(data, seed=seed, store=store,
+                   **({"device": device} if takes_device else {}), **options)
 
 
 _CLIP = dict(batch_size=2, clip_length=4, stride=2, size=16)

@@ -36,6 +36,7 @@ def main(argv=None) -> int:
 
     from dali_pipes.sources.image import ImageFolderSource
     from dali_pipes.sources.shards import ShardSource
+    from dali_pipes.stores.remote import FsspecStore
     from dali_pipes.testing.sample_data import image_dataset
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--images", type=int, default=640)
@@ -53,8 +54,8 @@ def main(argv=None) -> int:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         server = MotoS3().__enter__()
         url = server.upload(work / "shards", "bench", "shards")
-        s3 = ShardSource(url, remote={"storage_options": server.options,
-                                      "cache_dir": str(work / "cache")})
+        s3 = ShardSource(url, store=FsspecStore(storage_options=server.options,
+                                                cache_dir=str(work / "cache")))
         for i in range(len(s3)):  # warm the cache
             s3.read(i)
         sources["s3-warm"] = s3

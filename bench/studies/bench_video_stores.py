@@ -99,7 +99,7 @@ def main(argv=None) -> int:
         remote = VideoFolderSource(url, clip_length=CLIP,
                                    store=FsspecStore(storage_options=s3.options))
         shard = VideoShardSource(shard_url, clip_length=CLIP,
-                                 remote={"storage_options": s3.options})
+                                 store=FsspecStore(storage_options=s3.options))
         rows = []
         for name, source in (("S3 object", remote), ("S3 shard member", shard)):
             source.info(0)

@@ -141,11 +141,11 @@ def real_fetches(args, window: int | None, index_dir: str) -> dict:
     import tempfile
 
     from dali_pipes.sources.shards import ShardSource
+    from dali_pipes.stores.remote import FsspecStore
     root = f"memory://shard_order_bench/{args.real_shards}x{args.real_per_shard}"
     with tempfile.TemporaryDirectory() as cache:
-        source = ShardSource(root + "/", index_dir=index_dir,
-                             remote={"cache_dir": cache,
-                                     "cache_limit": args.real_cache_mib << 20})
+        source = ShardSource(root + "/", index_dir=index_dir, store=FsspecStore(
+            cache_dir=cache, cache_limit=args.real_cache_mib << 20))
         _, ranks = rank_orders(np.asarray(source.shard_ids), args.world, window)
         for i in ranks[0]:
             source.read(int(i))

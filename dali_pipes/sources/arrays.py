@@ -29,12 +29,10 @@ from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.npy import HEAD_BYTES, NpyHeader, check_like, header_length, parse_header
 from dali_pipes.recipes.augment import uniforms
 from dali_pipes.sources.folders import PathLike, list_class_folders, listing_digest, names_in
-from dali_pipes.sources.image import remote_roots
 from dali_pipes.sources.protocol import Source
 from dali_pipes.sources.remote_folders import list_remote_class_folders
 from dali_pipes.stores import Store
-from dali_pipes.stores.local import LocalStore
-from dali_pipes.stores.remote import FsspecStore
+from dali_pipes.stores.select import open_store, store_paths
 
 EXTENSIONS = frozenset({".npy"})
 STREAM_WINDOW = 13  # the random window start (independent of dali_pipes.recipes.augment's)
@@ -84,7 +82,7 @@ def majority_layout(headers: list[NpyHeader]) -> tuple[tuple[int, np.dtype], str
     return winner, f" in {counts[winner]} of the {len(headers)} readable files"
 
 
-def _url_files(urls: list[str], store: FsspecStore):
+def _url_files(urls: list[str], store: Store):
     """(files, labels, source_ids, classes, sizes, versions) of a list of file URLs: the
     class is the parent folder's name, each URL its own source."""
     classes = sorted({PurePosixPath(u).parent.name for u in urls})
@@ -104,8 +102,8 @@ class ArraysSource(Source):
     def __init__(self, data: PathLike | list[PathLike], *, length: int = 64,
                  store: Store | None = None):
         self.length = check_length(length)
-        urls = remote_roots(data)
-        self.store: Store = store or (FsspecStore() if urls else LocalStore())
+        self.store: Store = store or open_store(data)
+        urls = store_paths(data, self.store)
         self._list(data, urls)
         self.roots = tuple(str(r).rstrip("/") if urls else os.fspath(r)
                            for r in ([data] if isinstance(data, (str, os.PathLike)) else data))
@@ -114,11 +112,10 @@ class ArraysSource(Source):
     def _list(self, data, urls: list[str]) -> None:
         if urls and all(u.lower().endswith(".npy") for u in urls):
             (self.files, self.labels, self.source_ids, self.classes, self.sizes,
-             self.versions) = _url_files(urls, self._remote())
+             self.versions) = _url_files(urls, self.store)
             return
         if urls:
-            store = self._remote()
-            listing = list_remote_class_folders(urls, [store.list_objects(u) for u in urls],
+            listing = list_remote_class_folders(urls, [self.store.list(u) for u in urls],
                                                 EXTENSIONS, "arrays")
         else:
             listing = list_class_folders(data, EXTENSIONS, "arrays", recursive=True)
@@ -126,12 +123,6 @@ class ArraysSource(Source):
                                                     listing.source_ids)
         self.classes, self.sizes, self.versions = (listing.classes, listing.sizes,
                                                    listing.mtimes_ns)
-
-    def _remote(self) -> FsspecStore:
-        if not isinstance(self.store, FsspecStore):
-            raise ValueError(f"data names URLs; the store must be an FsspecStore, got "
-                             f"{type(self.store).__name__}")
-        return self.store
 
     def _scan(self, *, parallel: bool) -> None:
         """Read every file's header; the layout most of them share sets `channels` and
@@ -169,10 +160,8 @@ class ArraysSource(Source):
             return exc
 
     def _read(self, index: int, offset: int, count: int) -> np.ndarray:
-        if isinstance(self.store, FsspecStore):
-            return self.store.read_listed_range(self.files[index], int(self.sizes[index]),
-                                                int(self.versions[index]), offset, count)
-        return self.store.read_range(self.files[index], offset, count)
+        return self.store.read_range(self.files[index], offset, count,
+                                     (int(self.sizes[index]), int(self.versions[index])))
 
     def __len__(self) -> int:
         return len(self.files)

@@ -14,11 +14,13 @@ annotations out of the targets; `crowd="keep"` keeps them, flagged in "iscrowd".
 `labels` (one per image, for class-balanced sampling): the image's most frequent label,
 ties to the smaller; `len(classes)` for an image without boxes.
 
-Behind URLs (`s3://bucket/images/` with `annotations="s3://bucket/instances.json"`, or a
-relative name of an object in the images folder): the annotation file is read once through
-the store and validated as a local one; every image it names must be in the folder's
-listing (one call per folder; http(s) folders, which cannot be listed, take one stat per
-image); images are read whole through the store (retries, timeouts, block cache).
+In a store other than local files (`s3://bucket/images/` with
+`annotations="s3://bucket/instances.json"`, or a store handed in; a relative `annotations`
+names an object in the images folder, an absolute path or a URL is taken as it is): the
+annotation file is read once through the store and validated as a local one; every image it
+names must be in the folder's listing (one call per folder; folders that cannot be listed,
+such as http(s) ones, take one stat per image); images are read whole through the store
+(for URLs: retries, timeouts, block cache).
 """
 from __future__ import annotations
 
@@ -34,9 +36,11 @@ from dali_pipes.formats.files import read_file_bytes
 from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.folders import listing_digest, names_in
-from dali_pipes.sources.image import check_max_pixels, remote_roots
+from dali_pipes.sources.image import check_max_pixels
 from dali_pipes.sources.protocol import Source
-from dali_pipes.stores.remote import FsspecStore, StoreError, is_url
+from dali_pipes.stores import Store
+from dali_pipes.stores.remote import is_url
+from dali_pipes.stores.select import can_list, local_files, open_store
 
 DEFAULT_ANNOTATIONS = "instances.json"  # the detection loader's default `annotations`
 
@@ -116,7 +120,7 @@ class DetectionSource(AnnotatedImages):
     """
 
     def __init__(self, data, *, annotations=DEFAULT_ANNOTATIONS, crowd: str = "drop",
-                 max_pixels: int | None = DEFAULT_MAX_PIXELS, store: FsspecStore | None = None):
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS, store: Store | None = None):
         if crowd not in ("drop", "keep"):
             raise ValueError(f"crowd must be 'drop' or 'keep', got {crowd!r}")
         self.max_pixels = check_max_pixels(max_pixels)
@@ -124,7 +128,8 @@ class DetectionSource(AnnotatedImages):
         if not folders:
             raise ValueError("data is an empty list of folders")
         self.roots = [os.fspath(f) for f in folders]
-        self.store = (store or FsspecStore()) if remote_roots(data) else None
+        store = store or open_store(data)
+        self.store = None if local_files(store) else store  # None: local files
         if self.store is not None:
             self.datasets = [self._remote_coco(f, annotations) for f in self.roots]
         else:
@@ -138,22 +143,22 @@ class DetectionSource(AnnotatedImages):
             self._stat_files()
 
     def _remote_coco(self, root: str, annotations) -> CocoDataset:
-        """The annotation file of the images folder `root` (a URL), read once."""
+        """The annotation file of the images folder `root` (in the store), read once."""
         assert self.store is not None
         name = os.fspath(annotations)
-        url = name if is_url(name) else f"{root.rstrip('/')}/{name}"
+        url = name if is_url(name) or name.startswith("/") else f"{root.rstrip('/')}/{name}"
         size, version = self.store.stat(url)
-        return parse_coco(url, self.store.read_object(url, size, version).tobytes())
+        return parse_coco(url, self.store.read_range(url, 0, size, (size, version)).tobytes())
 
     def _list_objects(self) -> None:
-        """Sizes and versions of every image from one listing per folder (http(s): a stat
-        per image); FormatError naming the image id and the annotation file for one that
-        is missing."""
+        """Sizes and versions of every image from one listing per folder (a store that
+        cannot list the folder, such as http(s): a stat per image); FormatError naming the
+        image id and the annotation file for one that is missing."""
         assert self.store is not None
         found: dict[str, tuple[int, int]] = {}
-        for root in self.roots:
+        for root in self.roots if can_list(self.store) else ():
             try:
-                found.update((u, (n, v)) for u, n, v in self.store.list_objects(root))
+                found.update((u, (n, v)) for u, n, v in self.store.list(root))
             except ValueError:  # http(s): no listing
                 pass
         stats = []
@@ -161,8 +166,9 @@ class DetectionSource(AnnotatedImages):
             if url not in found:
                 try:
                     found[url] = self.store.stat(url)
-                except StoreError as exc:
-                    if exc.status not in (403, 404):
+                except OSError as exc:
+                    if not isinstance(exc, (FileNotFoundError, PermissionError)) and \
+                            getattr(exc, "status", None) != 403:
                         raise
                     ds = self.datasets[int(self.source_ids[i])]
                     raise FormatError(ds.path, f"image {int(self.image_ids[i])}.file_name",
@@ -237,8 +243,9 @@ class DetectionSource(AnnotatedImages):
         """(bytes, (height, width)) of a sound image whose header size is the file's
         "height" / "width" (FormatError naming the file and field otherwise)."""
         path = self.files[index]
+        size = int(self.sizes[index])
         raw = read_file_bytes(path) if self.store is None else \
-            self.store.read_object(path, int(self.sizes[index]), int(self.mtimes_ns[index]))
+            self.store.read_range(path, 0, size, (size, int(self.mtimes_ns[index])))
         data, (h, w) = prepare_image(raw, path, max_pixels=self.max_pixels)
         want = (int(self.heights[index]), int(self.widths[index]))
         if (h, w) != want:

@@ -26,10 +26,11 @@ from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.detection import AnnotatedImages
 from dali_pipes.sources.image import check_max_pixels
-from dali_pipes.sources.shard_names import flatten, is_shard_data, names_shard, shard_sources
+from dali_pipes.sources.layout import data_layout
+from dali_pipes.sources.shard_names import flatten, shard_sources
 from dali_pipes.sources.shard_walk import Sample, walk_samples
-from dali_pipes.sources.shards import _check_header, _parent
-from dali_pipes.stores.options import StoreOptions
+from dali_pipes.sources.shards import _check_header, shard_parent
+from dali_pipes.stores import Store
 from dali_pipes.stores.select import open_store
 from dali_pipes.stores.tar_index import IMAGE_EXTS
 
@@ -44,8 +45,8 @@ def read_categories(roots, store, categories=None) -> list:
     else:
         where = f"{roots[0].rstrip('/')}/{CATEGORIES_FILE}"
         try:
-            size, _ = store.stat(where)
-            raw = store.read_range(where, 0, size).tobytes()
+            stat = store.stat(where)
+            raw = store.read_range(where, 0, stat[0], stat).tobytes()
             table = json.loads(raw)
         except (OSError, ValueError, RecursionError) as exc:
             raise FormatError(where, "categories", f"missing or unreadable ({exc}); detection "
@@ -64,16 +65,15 @@ class DetectionShardSource(AnnotatedImages):
     `dali_pipes.sources.detection.DetectionSource`."""
 
     def __init__(self, data, *, categories=None, crowd: str = "drop",
-                 max_pixels: int | None = DEFAULT_MAX_PIXELS, store=None,
-                 remote: dict | None = None):
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS, store: Store | None = None):
         if crowd not in ("drop", "keep"):
             raise ValueError(f"crowd must be 'drop' or 'keep', got {crowd!r}")
         self.max_pixels = check_max_pixels(max_pixels)
-        self.store = store or open_store(data, StoreOptions(**(remote or {})))
+        self.store = store or open_store(data)
         sources = shard_sources(data, self.store)
         self.multi_source = len(sources) > 1
         self.shards = tuple(flatten(sources))
-        self.roots = [_parent(s[0]) for s in sources]
+        self.roots = [shard_parent(s[0], self.store) for s in sources]
         self._categories = read_categories(self.roots, self.store, categories)
         self._cat_digest = hashlib.sha256(json.dumps(self._categories, sort_keys=True)
                                           .encode()).hexdigest()
@@ -205,30 +205,11 @@ def _image_ext(sample: Sample) -> str | None:
     return next((e for e in sample.members if e.lower() in IMAGE_EXTS), None)
 
 
-def names_shards(data, store) -> bool:
-    """Whether `data` names detection shards (`.tar` files, patterns, folders of them, or
-    URLs of such folders) rather than images folders beside COCO files."""
-    from dali_pipes.sources.image import _linked_shards, remote_roots
-    from dali_pipes.sources.remote_folders import holds_shards
-    urls = remote_roots(data)
-    if not urls:
-        return is_shard_data(data)
-    if any(names_shard(u) or "{" in u for u in urls):
-        return True
-    for url in urls:
-        if url.startswith(("http://", "https://")):
-            if _linked_shards(url, store):
-                return True
-        elif holds_shards(url, store.list_objects(url)):
-            return True
-    return False
-
-
 def detection_source(data, *, annotations, categories, crowd: str, max_pixels, store):
     """The detection source `data` names: shards (`DetectionShardSource`) or images folders
-    with COCO files (`DetectionSource`), local or behind URLs (`store`)."""
+    with COCO files (`DetectionSource`), in `store` (local files, URLs, a store handed in)."""
     from dali_pipes.sources.detection import DetectionSource
-    if names_shards(data, store):
+    if data_layout(data, store).shards:
         return DetectionShardSource(data, categories=categories, crowd=crowd,
                                     max_pixels=max_pixels, store=store)
     if categories is not None:

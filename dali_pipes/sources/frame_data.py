@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import tarfile
-from collections.abc import Mapping
-from typing import Any
 
 from dali_pipes.frames import TIMESTAMPS
 from dali_pipes.sources.folders import names_in
@@ -20,52 +18,45 @@ from dali_pipes.sources.frame_stores import (
     FrameShardSource,
     RemoteFrameFolderSource,
 )
-from dali_pipes.sources.image import class_folder_objects, remote_roots
-from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
+from dali_pipes.sources.layout import data_layout
+from dali_pipes.sources.shard_names import flatten, shard_sources
 from dali_pipes.sources.shard_walk import WALK_CHUNK
-from dali_pipes.sources.store_file import ObjectBytes
 from dali_pipes.sources.video import VIDEO_EXTENSIONS
 from dali_pipes.sources.video_frames import FrameFolderSource, is_frame_folder_tree
-from dali_pipes.stores.options import StoreOptions
-from dali_pipes.stores.select import open_store, remote_store
+from dali_pipes.stores import Store
+from dali_pipes.stores.object_file import ObjectBytes
+from dali_pipes.stores.select import open_store, store_paths
 
-REMOTE_OPTIONS = ("storage_options", "cache_dir", "cache_limit")
 
-
-def frame_source(data, *, remote: dict, **options):
-    """The frame-folder source of `data` (local tree, URLs of class folders, or shards).
+def frame_source(data, *, store: Store, **options):
+    """The frame-folder source of `data` (local tree, class folders in another store, or
+    shards).
 
     Args:
         data: as `make_loader` takes it.
-        remote: storage_options, cache_dir and cache_limit (None each when not given);
-            ValueError when given for local data.
+        store: the store `data` is in (`dali_pipes.stores.select.resolve_store`).
         options: clip_length, stride, clips_per_video, crops (and max_pixels).
     """
-    store = remote_store(data, StoreOptions(**remote))
-    if is_shard_data(data):
-        objects = class_folder_objects(data, store) if store is not None else None
-        if store is not None and objects is not None:
-            return RemoteFrameFolderSource(data, store=store, objects=objects, **options)
-        return FrameShardSource(data, store=store, remote=remote, **options)
+    layout = data_layout(data, store)
+    if layout.shards:
+        return FrameShardSource(data, store=store, **options)
+    if layout.objects is not None:
+        return RemoteFrameFolderSource(data, store=store, objects=layout.objects, **options)
     return FrameFolderSource(data, **options)
 
 
-def is_frame_data(data, options: Mapping[str, Any] | None = None) -> bool:
+def is_frame_data(data, store: Store | None = None) -> bool:
     """True when `data` holds frame folders: a local tree (`is_frame_folder_tree`), class
-    folders of frame folders behind URLs, or frame-folder shards. `options`: make_loader's
-    modality options (their storage_options reach the store). Stores that cannot be read
-    here say False, and the video kind's source reports the failure."""
-    if not is_shard_data(data):
-        return is_frame_folder_tree(data)
-    options = options or {}
-    given = {k: options[k] for k in REMOTE_OPTIONS if k in options}
+    folders of frame folders in another store, or frame-folder shards. Stores that cannot
+    be read here say False, and the video kind's source reports the failure."""
+    store = store or open_store(data)
     try:
-        remote = remote_store(data, StoreOptions(**given))
-        store = remote or open_store(data)
-        objects = class_folder_objects(data, remote) if remote is not None else None
-        if objects is not None:
+        layout = data_layout(data, store)
+        if layout.objects is not None:
             return any(_holds_clip_folder(root, found) for root, found in
-                       zip(remote_roots(data), objects, strict=True))
+                       zip(store_paths(data, store), layout.objects, strict=True))
+        if not layout.shards:
+            return is_frame_folder_tree(data)
         return _first_member_is_a_frame(flatten(shard_sources(data, store))[0], store)
     except (OSError, ValueError, IndexError, tarfile.TarError):
         return False

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -28,15 +27,15 @@ from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.formats.jpeg_scan import jpeg_size
 from dali_pipes.frames import TIMESTAMPS, frame_name
 from dali_pipes.sources.folders import is_hidden
-from dali_pipes.sources.image import check_max_pixels, remote_roots
+from dali_pipes.sources.image import check_max_pixels
 from dali_pipes.sources.remote_folders import Objects
 from dali_pipes.sources.shard_manifest import manifest_classes
 from dali_pipes.sources.shard_members import ShardSample, list_shards, samples_digest
 from dali_pipes.sources.shard_names import flatten, shard_sources
+from dali_pipes.sources.shards import shard_parent
 from dali_pipes.sources.video_frames import FrameClips, checked_timestamps
-from dali_pipes.stores.options import StoreOptions
-from dali_pipes.stores.remote import FsspecStore, is_url
-from dali_pipes.stores.select import open_store
+from dali_pipes.stores import Store
+from dali_pipes.stores.select import open_store, store_paths
 
 FRAME_MEMBER = re.compile(r"^frame_(\d{6,})\.jpg$")
 
@@ -66,10 +65,8 @@ class StoredFrameSource(FrameClips):
         return {**self.__dict__, "_timestamps": {}}
 
     def _read(self, member: Member) -> np.ndarray:
-        if member.version is None:
-            return self.store.read_range(member.url, member.offset, member.size)
-        return self.store.read_listed_range(member.url, member.size, member.version,
-                                            member.offset, member.size)
+        listed = None if member.version is None else (member.size, member.version)
+        return self.store.read_range(member.url, member.offset, member.size, listed)
 
     def _check(self, folder: int) -> None:
         """Subclasses: FormatError for a sample that cannot be read (e.g. its label)."""
@@ -116,21 +113,20 @@ class StoredFrameSource(FrameClips):
 
 
 class RemoteFrameFolderSource(StoredFrameSource):
-    """Class folders of frame folders behind URLs of a listable store (one listing call per
-    root; `objects`: that listing when already made). Clip folders are the sub-folders of
-    the class folders that hold `timestamps.npy`; the others are reported in `ignored`."""
+    """Class folders of frame folders in a listable store other than local files (URLs of
+    `s3://...`, a store handed in: one listing call per root; `objects`: that listing when
+    already made). Clip folders are the sub-folders of the class folders that hold
+    `timestamps.npy`; the others are reported in `ignored`."""
 
-    def __init__(self, data, *, clip_length: int = 8, stride: int = 1,
-                 clips_per_video: int = 1, crops: int = 1, store: FsspecStore | None = None,
-                 objects: list[Objects] | None = None,
+    def __init__(self, data, *, store: Store, clip_length: int = 8, stride: int = 1,
+                 clips_per_video: int = 1, crops: int = 1, objects: list[Objects] | None = None,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS):
         self._set_clip_options(clip_length, stride, clips_per_video, crops)
-        urls = remote_roots(data)
-        if not urls:
-            raise ValueError(f"{data!r}: expected URLs of folders")
-        store = store or FsspecStore()
-        objects = objects or [store.list_objects(u) for u in urls]
-        self.roots = tuple(u.rstrip("/") for u in urls)
+        roots = store_paths(data, store)
+        if not roots:
+            raise ValueError(f"{data!r}: local frame folders are read by FrameFolderSource")
+        objects = objects or [store.list(r) for r in roots]
+        self.roots = tuple(r.rstrip("/") for r in roots)
         per_root = [_clip_folders(root, found) for root, found in
                     zip(self.roots, objects, strict=True)]
         self.classes = tuple(sorted({c for classes, _ in per_root for c in classes}))
@@ -203,15 +199,14 @@ class FrameShardSource(StoredFrameSource):
     `<key>.json`, class names from the pack manifest beside the shards."""
 
     def __init__(self, data, *, clip_length: int = 8, stride: int = 1,
-                 clips_per_video: int = 1, crops: int = 1, store=None,
-                 remote: dict | None = None, max_pixels: int | None = DEFAULT_MAX_PIXELS):
+                 clips_per_video: int = 1, crops: int = 1, store: Store | None = None,
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS):
         self._set_clip_options(clip_length, stride, clips_per_video, crops)
-        store = store or open_store(data, StoreOptions(**(remote or {})))
+        store = store or open_store(data)
         sources = shard_sources(data, store)
         self.multi_source = len(sources) > 1
         self.shards = tuple(flatten(sources))
-        self.roots = tuple(s[0].rsplit("/", 1)[0] if is_url(s[0]) else
-                           os.path.dirname(os.path.abspath(s[0])) for s in sources)
+        self.roots = tuple(shard_parent(s[0], store) for s in sources)
         listing = list_shards(sources, store)
         self.samples, source_ids = listing.samples, listing.source_ids
         self.ignored, self.truncated = listing.ignored, listing.truncated
@@ -219,7 +214,7 @@ class FrameShardSource(StoredFrameSource):
         names = [f"{s.shard}:{s.key}" for s in self.samples]
         stamps = [_member(s, TIMESTAMPS) for s in self.samples]
         frames = [{k: _at(s, s.members[e]) for k, e in _frame_exts(s)} for s in self.samples]
-        self.classes = manifest_classes(self.roots, labels) or tuple(
+        self.classes = manifest_classes(self.roots, labels, store) or tuple(
             str(c) for c in np.unique(labels[labels >= 0]))
         self._set_listing(names, labels, source_ids)
         self._set_folders(store, names, stamps, frames, max_pixels)

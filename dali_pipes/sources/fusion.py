@@ -20,7 +20,9 @@ from dali_pipes.align import METHODS, Method, align_to_frames
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.imu import TIME_COLUMN, ImuStream, imu_path_for, parse_imu, read_imu
 from dali_pipes.sources.folders import PathLike, listing_digest, names_in
+from dali_pipes.sources.remote_folders import Objects
 from dali_pipes.sources.video import VideoFolderSource
+from dali_pipes.stores import Store
 
 IMU_METHODS = METHODS
 
@@ -135,7 +137,8 @@ class FusionFolderSource(ImuChannels, VideoFolderSource):
     def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
                  stride: int = 1, clips_per_video: int = 1, crops: int = 1,
                  imu_offset: float = 0.0, imu_method: str = "linear",
-                 max_gap: float | None = None, store=None, objects=None):
+                 max_gap: float | None = None, store: Store | None = None,
+                 objects: list[Objects] | None = None):
         super().__init__(data, clip_length=clip_length, stride=stride,
                          clips_per_video=clips_per_video, crops=crops, store=store,
                          objects=objects)
@@ -173,7 +176,8 @@ class FusionFolderSource(ImuChannels, VideoFolderSource):
             raise FormatError(path, "file", "no such object (not in the listing)",
                               expected="a <stem>.imu.csv beside the video")
         size, version = self._listed[path]
-        return parse_imu(path, self.store.read_object(path, size, version).tobytes())
+        data = self.store.read_range(path, 0, size, (size, version))
+        return parse_imu(path, data.tobytes())
 
     def _agreed_channels(self) -> tuple[str, ...]:
         """The channel names every readable IMU header shares (ValueError naming files;

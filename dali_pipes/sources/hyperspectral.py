@@ -40,12 +40,12 @@ from dali_pipes.formats.cube import Cube
 from dali_pipes.formats.label_map import read_label_map
 from dali_pipes.recipes.augment import STREAM_PATCH, uniforms
 from dali_pipes.sources.folders import is_sample, listing_digest, names_in
-from dali_pipes.sources.image import remote_roots
 from dali_pipes.sources.links import LinkRule
 from dali_pipes.sources.protocol import Source
 from dali_pipes.sources.remote_scenes import RemoteScenes
 from dali_pipes.sources.scene_pixels import check_labels, grid_pixels, labelled_pixels
-from dali_pipes.stores.remote import FsspecStore
+from dali_pipes.stores import Store
+from dali_pipes.stores.select import open_store, store_paths
 
 PathLike = str | os.PathLike
 SCENE_SUFFIXES = {".hdr": "envi", ".spe": "spe"}
@@ -210,21 +210,24 @@ class HyperspectralSource(Source):
     floats resolved per scene with ``bands_in_range``. Patches come back in ``self.dtype``, the
     common numpy type of all scenes (the loader casts to float32).
 
-    ``data`` may be URLs (`dali_pipes.sources.remote_scenes`: folders of a listable store or
-    the scenes' own URLs), read through ``store`` (default: an FsspecStore without cache).
+    ``data`` may be in another store than local files (``store``: URLs, a store handed in;
+    `dali_pipes.sources.remote_scenes`: folders of a listable store or the scenes' own
+    paths), read window by window through it (default: local files, or an FsspecStore
+    without cache for URLs).
 
     ``labels``: "map" (each scene's label map) or None (no label maps: a grid of patches
     per scene, label -1; `dali_pipes.sources.scene_pixels`).
     """
 
     def __init__(self, data: PathLike | Sequence[PathLike], *, patch_size: int = 9,
-                 bands=None, store: FsspecStore | None = None, labels: str | None = "map"):
+                 bands=None, store: Store | None = None, labels: str | None = "map"):
         if isinstance(patch_size, bool) or not isinstance(patch_size, (int, np.integer)) \
                 or patch_size < 1 or patch_size % 2 == 0:
             raise ValueError(f"patch_size must be a positive odd int, got {patch_size!r}")
         self.patch_size, self.label_mode = int(patch_size), check_labels(labels)
-        urls = remote_roots(data)
-        self.remote = RemoteScenes(urls, store or FsspecStore()) if urls else None
+        store = store or open_store(data)
+        roots = store_paths(data, store)
+        self.remote = RemoteScenes(roots, store) if roots else None
         files = self.remote.scene_files if self.remote else list_scene_files(data)
         scenes = [_scene(path, source, self._open) for path, source in files]
         self.scenes = select_scene_bands(scenes, bands)

@@ -1,8 +1,9 @@
-"""Class folders behind URLs (`s3://bucket/train/<class>/<file>`, any listable fsspec store).
+"""Class folders in a store other than local files (`s3://bucket/train/<class>/<file>`, any
+listable store, one handed in included).
 
-One listing call per root (`FsspecStore.list_objects`: names, sizes and versions of every
-object under it), turned into the same `ClassFolderListing` a local folder gives, by the
-same rules: classes are the visible first-level folders in sorted order (ids over the
+One listing call per root (`Store.list`: paths, sizes and versions of every object under
+it), turned into the same `ClassFolderListing` a local folder gives, by the same rules:
+classes are the visible first-level folders in sorted order (ids over the
 sorted union of all roots), files in sub-folders of a class belong to it (folders in
 sorted path order, files sorted within each, as the local walk), hidden entries and other
 extensions are reported in `ignored`, objects directly under a root are not samples. The
@@ -21,9 +22,8 @@ from dali_pipes.sources.folders import (
     no_class_folders,
     no_samples,
 )
-from dali_pipes.sources.shard_names import names_shard
 
-Objects = list[tuple[str, int, int]]  # (URL, size, version) of each object under a root
+Objects = Sequence[tuple[str, int, int]]  # (path, size, version) of each object under a root
 
 
 def list_remote_class_folders(urls: Sequence[str], objects: Sequence[Objects],
@@ -33,7 +33,7 @@ def list_remote_class_folders(urls: Sequence[str], objects: Sequence[Objects],
 
     Args:
         urls: the roots.
-        objects: per root, every object under it (`FsspecStore.list_objects`).
+        objects: per root, every object under it (`Store.list`).
         extensions, kind, recursive: as for `list_class_folders`.
 
     Returns:
@@ -59,7 +59,7 @@ def list_remote_class_folders(urls: Sequence[str], objects: Sequence[Objects],
     return samples.listing(tuple(roots), tuple(classes), ignored)
 
 
-def _samples(root: str, objects: list[tuple[str, int, int]], extensions: frozenset[str],
+def _samples(root: str, objects: Objects, extensions: frozenset[str],
              recursive: bool, ignored: list[tuple[str, str]]
              ) -> dict[str, list[tuple[str, int, int]]]:
     """{class name: [(url, size, version)] in listing order} for the objects under `root`."""
@@ -81,14 +81,6 @@ def _samples(root: str, objects: list[tuple[str, int, int]], extensions: frozens
         entries.append((url.rsplit("/", 1)[0], parts[-1], (url, size, version)))
     return {name: [e[2] for e in sorted(entries, key=lambda e: (e[0], e[1]))]
             for name, entries in found.items()}
-
-
-def holds_shards(url: str, objects: Objects) -> bool:
-    """Whether `objects` (listed under `url`) hold `.tar` files (or gzip-compressed ones,
-    which the shard sources refuse by name) directly under it."""
-    prefix = url.rstrip("/") + "/"
-    return any(u.startswith(prefix) and "/" not in u[len(prefix):] and names_shard(u)
-               for u, _, _ in objects)
 
 
 def _why_not(name: str, extensions: frozenset[str]) -> str | None:

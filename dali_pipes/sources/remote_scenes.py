@@ -1,8 +1,9 @@
-"""Hyperspectral scenes behind URLs: ENVI and SPE cubes read window by window in byte ranges.
+"""Hyperspectral scenes in a store other than local files (URLs, a store handed in): ENVI and
+SPE cubes read window by window in byte ranges.
 
 `data` names folders of a listable store (`s3://bucket/scenes/`: one listing call each; the
 scenes are the `.hdr` / `.spe` objects directly under it, as locally) or the scenes' own
-URLs (`https://host/a.hdr`, a list of them: web servers cannot list folders). A scene's
+paths (`https://host/a.hdr`, a list of them: web servers cannot list folders). A scene's
 files are found beside it by the local rules (`data_file_candidates`, `<scene>.labels.npy`):
 from the listing, else with one stat per candidate. Headers are read once per process (SPE:
 the 4100-byte header and the XML footer); the label map is read once, when the source is
@@ -29,7 +30,8 @@ from dali_pipes.formats.spe import (
 )
 from dali_pipes.sources.folders import is_hidden
 from dali_pipes.sources.object_reads import ListedObject
-from dali_pipes.stores.remote import FsspecStore, StoreError
+from dali_pipes.stores import Store
+from dali_pipes.stores.select import can_list
 
 SCENE_SUFFIXES = (".hdr", ".spe")
 
@@ -41,7 +43,7 @@ def _is_scene(url: str) -> bool:
 class RemoteScenes:
     """The scenes under `urls` (folders or scene URLs, one source each) and their objects."""
 
-    def __init__(self, urls: list[str], store: FsspecStore):
+    def __init__(self, urls: list[str], store: Store):
         self.store = store
         self.objects: dict[str, tuple[int, int]] = {}  # url -> (size, version), listed
         self.scene_files: list[tuple[str, int]] = []
@@ -53,11 +55,13 @@ class RemoteScenes:
 
     def _list(self, url: str) -> list[str]:
         try:
-            listed = self.store.list_objects(url)
+            if not can_list(self.store):
+                raise ValueError(f"{type(self.store).__name__} cannot list")
+            listed = self.store.list(url)
         except ValueError as exc:  # http(s): no listing
-            raise ValueError(f"{url}: folders behind http(s):// cannot be listed; give the "
-                             "scenes' own URLs instead (a list of <scene>.hdr / <scene>.spe "
-                             "URLs)") from exc
+            raise ValueError(f"{url}: this folder cannot be listed; give the scenes' own "
+                             "paths instead (a list of <scene>.hdr / <scene>.spe paths or "
+                             f"URLs). {exc}") from exc
         prefix = url.rstrip("/") + "/"
         self._listed.add(url.rstrip("/"))
         scenes = []
@@ -91,9 +95,8 @@ class RemoteScenes:
                 try:
                     self.stat(url)
                     return url
-                except StoreError as exc:
-                    if exc.status != 404:
-                        raise
+                except FileNotFoundError:
+                    pass
         raise FormatError(scene, field, "missing", expected=f"one of {names} beside it")
 
     def reader(self, url: str) -> ListedObject:

@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from dali_pipes.stores.select import store_paths
+
 _BRACE = re.compile(r"\{([^{}]*)\}")
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
 GZIP_SUFFIXES = (".tar.gz", ".tgz")
@@ -39,7 +41,9 @@ def expand_braces(pattern: str) -> list[str]:
 
 
 def is_shard_data(data) -> bool:
-    """Whether `data` names tar shards (one, a list, a pattern, or folders of them)."""
+    """Whether local `data` names tar shards (one, a list, a pattern, or folders of them);
+    any URL counts (`dali_pipes.sources.layout` tells shards from class folders in a
+    store)."""
     items = [data] if isinstance(data, (str, os.PathLike)) else list(data or ())
     return bool(items) and all(_is_shard_item(item) for item in items)
 
@@ -89,20 +93,22 @@ def shard_sources(data, store=None) -> list[list[str]]:
     """The shards of each source, in order.
 
     A `.tar` path, a pattern or a list of them is one source; a folder of `.tar` files is one
-    source (its shards in name order) and a list of folders is one source per folder. A URL
-    not ending in `.tar` is a remote folder: its `*.tar` objects, listed through `store`.
+    source (its shards in name order) and a list of folders is one source per folder. In a
+    store other than the local one (URLs, a store handed in), a path not ending in `.tar`
+    is a folder: its `*.tar` objects, listed through `store` (`folder_shards`).
 
     Args:
         data: what the user passed as `data`.
-        store: lists remote folders (a `dali_pipes.stores.remote.FsspecStore`).
+        store: the store `data` is in (default: local files).
 
     Returns:
         One non-empty list of shard paths per source. FileNotFoundError names a missing
         shard; ValueError an empty folder or a list mixing folders and shards.
     """
+    paths = store_paths(data, store) if store is not None else []
+    if paths:
+        return _store_sources(paths, store)
     items = [data] if isinstance(data, (str, os.PathLike)) else list(data)
-    if all(_is_url(os.fspath(i)) for i in items):
-        return _url_sources([os.fspath(i) for i in items], store)
     folders = [os.path.isdir(os.fspath(i)) for i in items]
     if any(folders) and not all(folders):
         raise ValueError("data: a list of shard folders (one per source) or of shard files "
@@ -118,23 +124,44 @@ def shard_sources(data, store=None) -> list[list[str]]:
     return [shards]
 
 
-def _url_sources(urls: list[str], store) -> list[list[str]]:
-    folders = [not (names_shard(u) or _BRACE.search(u)) for u in urls]
+def names_shard_files(path: str) -> bool:
+    """Whether `path` names shards itself (a shard's name or a brace pattern), not a
+    folder."""
+    return names_shard(path) or bool(_BRACE.search(path))
+
+
+def _store_sources(paths: list[str], store) -> list[list[str]]:
+    folders = [not names_shard_files(p) for p in paths]
     if any(folders) and not all(folders):
-        raise ValueError(f"data: a list of shard folders or of shards, not both: {urls}")
+        raise ValueError(f"data: a list of shard folders or of shards, not both: {paths}")
     if not all(folders):
-        shards = [s for u in urls for s in expand_braces(u)]
+        shards = [s for p in paths for s in expand_braces(p)]
         refuse_gzip(shards)
         return [shards]
     out = []
-    for url in urls:
-        found = store.glob(url.rstrip("/") + "/*.tar")
+    for path in paths:
+        found = folder_shards(path, store)
         if not found:
-            root = url.rstrip("/")
-            refuse_gzip([n for ext in GZIP_SUFFIXES for n in store.glob(f"{root}/*{ext}")])
-            raise ValueError(f"{url}: no .tar shards under this URL")
+            refuse_gzip(folder_shards(path, store, gzip=True))
+            raise ValueError(f"{path}: no .tar shards in this folder")
         out.append(found)
     return out
+
+
+def folder_shards(folder: str, store, listed=None, *, gzip: bool = False) -> list[str]:
+    """The `.tar` objects (with `gzip`: the gzip-compressed shards) directly in `folder` of
+    `store`, sorted (`listed`: the folder's listing when it was already made). A web
+    server's folder cannot be listed: the links of its page are taken instead
+    (`FsspecStore.glob`)."""
+    prefix = folder.rstrip("/") + "/"
+    suffixes = GZIP_SUFFIXES if gzip else (".tar",)
+    if listed is None:
+        glob = getattr(store, "glob", None)
+        if glob is not None and folder.startswith(("http://", "https://")):
+            return sorted(n for ext in suffixes for n in glob(f"{prefix}*{ext}"))
+        listed = store.list(folder)
+    return sorted(p for p, _, _ in listed if p.startswith(prefix)
+                  and "/" not in p[len(prefix):] and p.lower().endswith(suffixes))
 
 
 def _folder_shards(folder: str) -> list[str]:

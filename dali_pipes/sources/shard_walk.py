@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from dali_pipes.formats.errors import FormatError
-from dali_pipes.sources.store_file import ObjectBytes
+from dali_pipes.stores.object_file import ObjectBytes
 from dali_pipes.stores.tar_index import missing_end
 
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./][^.]*)\.([^/]*)$")  # webdataset's key/extension split

@@ -23,9 +23,8 @@ from dali_pipes.sources.image import check_max_pixels
 from dali_pipes.sources.protocol import Source
 from dali_pipes.sources.shard_manifest import manifest_classes
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
-from dali_pipes.stores.options import StoreOptions
-from dali_pipes.stores.remote import is_url
-from dali_pipes.stores.select import open_store
+from dali_pipes.stores import Store
+from dali_pipes.stores.select import local_files, open_store
 from dali_pipes.stores.tar_header import HeaderError, member_at
 from dali_pipes.stores.tar_index import (
     BAD_LABEL,
@@ -46,23 +45,22 @@ class ShardSource(Source):
         data: a `.tar` path, a brace pattern, a list of them (one source), a folder of
             `.tar` files (one source) or a list of such folders (one source each); any of
             these may be fsspec URLs (`s3://bucket/train-{0000..0009}.tar`).
-        store: reads the shards (default: LocalStore, or an FsspecStore for URLs made from
-            `remote`: its keyword options, e.g. storage_options, cache_dir, cache_limit).
+        store: reads the shards (default: LocalStore, or an FsspecStore without cache for
+            URLs).
         index_dir: where shard indexes go when a shard's folder is not writable (and where
-            the indexes of remote shards go).
+            the indexes of shards in other stores go; default: the store's `cache_dir`,
+            where it has one, else the user's cache).
     """
 
-    def __init__(self, data, *, store=None, index_dir: str | None = None,
-                 remote: dict | None = None, max_pixels: int | None = DEFAULT_MAX_PIXELS):
-        remote = remote or {}
+    def __init__(self, data, *, store: Store | None = None, index_dir: str | None = None,
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS):
         self.max_pixels = check_max_pixels(max_pixels)
-        self.store = store or open_store(data, StoreOptions(**remote))
-        if index_dir is None and remote.get("cache_dir"):
-            index_dir = os.path.join(remote["cache_dir"], "tar_index")
+        self.store = store or open_store(data)
+        index_dir = index_dir or store_index_dir(self.store)
         sources = shard_sources(data, self.store)
         self.multi_source = len(sources) > 1
         self.shards = tuple(flatten(sources))
-        self.roots = tuple(_parent(s[0]) for s in sources)
+        self.roots = tuple(shard_parent(s[0], self.store) for s in sources)
         indexes = [load_index(s, index_dir=index_dir, store=self.store) for s in self.shards]
         counts = np.asarray([len(i) for i in indexes], np.int64)
         self.shard_ids = np.repeat(np.arange(len(indexes), dtype=np.int32), counts)
@@ -74,7 +72,7 @@ class ShardSource(Source):
         self.headers = _concat([i.headers for i in indexes], np.int64)
         self._names = _concat([i.names for i in indexes], np.uint8)
         self._name_ends = _concat(_shifted_ends(indexes), np.int64)
-        self.classes = manifest_classes(self.roots, self.labels) or tuple(
+        self.classes = manifest_classes(self.roots, self.labels, self.store) or tuple(
             str(c) for c in np.unique(self.labels[self.labels >= 0]))
         self.ignored = sum(i.ignored for i in indexes)
         _warn_truncated(indexes)
@@ -132,8 +130,17 @@ class ShardSource(Source):
         return f"{len(self)} samples in {len(self.shards)} shards, sha256 {digest.hexdigest()}"
 
 
-def _parent(shard: str) -> str:
-    return shard.rsplit("/", 1)[0] if is_url(shard) else os.path.dirname(os.path.abspath(shard))
+def shard_parent(shard: str, store: Store) -> str:
+    """The folder of `shard` (absolute for local files)."""
+    return os.path.dirname(os.path.abspath(shard)) if local_files(store) else \
+        shard.rsplit("/", 1)[0]
+
+
+def store_index_dir(store: Store) -> str | None:
+    """Where the shard indexes of `store` go: under its `cache_dir` (an FsspecStore's block
+    cache folder), None (the default) for a store without one."""
+    cache_dir = getattr(store, "cache_dir", None)
+    return os.path.join(cache_dir, "tar_index") if isinstance(cache_dir, str) else None
 
 
 def _concat(arrays, dtype) -> np.ndarray:

@@ -11,9 +11,10 @@ before the clip to its last frame, in a small Matroska file) plus the clip's fir
 within that segment; for codecs DALI cannot decode on the chosen device the clip is decoded
 here with PyAV (`decode_clip`).
 
-The roots may be URLs of a listable store (`s3://bucket/train/`, all roots URLs then): listed
-with one call per root (`list_remote_class_folders`), each video probed once and read clip by
-clip with byte ranges through the store (`dali_pipes.sources.video_store`).
+The roots may be in a listable store other than local files (URLs such as
+`s3://bucket/train/`, or a store handed in): listed with one call per root
+(`list_remote_class_folders`), each video probed once and read clip by clip with byte ranges
+through the store (`dali_pipes.sources.video_store`).
 """
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ import numpy as np
 from dali_pipes.formats.video import VideoInfo, decode_frames_pyav, probe_video, remux_segment
 from dali_pipes.sources.clip_source import ClipSource
 from dali_pipes.sources.folders import PathLike, list_class_folders
-from dali_pipes.sources.image import remote_roots
 from dali_pipes.sources.remote_folders import Objects, list_remote_class_folders
 from dali_pipes.sources.video_store import StoreVideos
-from dali_pipes.stores.remote import FsspecStore
+from dali_pipes.stores import Store
+from dali_pipes.stores.select import open_store, store_paths
 
 VIDEO_EXTENSIONS = frozenset({".mp4", ".webm", ".mkv", ".avi"})
 
@@ -33,25 +34,27 @@ VIDEO_EXTENSIONS = frozenset({".mp4", ".webm", ".mkv", ".avi"})
 class VideoFolderSource(ClipSource):
     """`root/<class>/<video>` (or a list of such roots, one per source).
 
-    Roots behind URLs are read through `store` (default: an FsspecStore without cache);
-    `objects`: their listing when it was already made (`class_folder_objects`).
+    Roots in a store other than local files (`store`; default: local files, or an
+    FsspecStore without cache for URLs) are listed and read through it; `objects`: their
+    listing when it was already made (`dali_pipes.sources.layout`).
     """
 
     def __init__(self, data: PathLike | list[PathLike], *, clip_length: int = 8,
                  stride: int = 1, clips_per_video: int = 1, crops: int = 1,
-                 store: FsspecStore | None = None, objects: list[Objects] | None = None):
+                 store: Store | None = None, objects: list[Objects] | None = None):
         self._set_clip_options(clip_length, stride, clips_per_video, crops)
-        urls = remote_roots(data)
-        self.store = (store or FsspecStore()) if urls else None
+        store = store or open_store(data)
+        roots = store_paths(data, store)
+        self.store = store if roots else None  # None: local files, read directly
         self.objects: list[Objects] = []
         self.videos: StoreVideos | None = None
         if self.store is not None:
-            self.objects = objects or [self.store.list_objects(u) for u in urls]
-            self.listing = list_remote_class_folders(urls, self.objects, VIDEO_EXTENSIONS,
+            self.objects = objects or [self.store.list(r) for r in roots]
+            self.listing = list_remote_class_folders(roots, self.objects, VIDEO_EXTENSIONS,
                                                      "video", recursive=False)
             files = list(self.listing.files)
             self.videos = StoreVideos(self.store, files, files, np.zeros(len(files)),
-                                      self.listing.sizes)
+                                      self.listing.sizes, self.listing.mtimes_ns)
         else:
             self.listing = list_class_folders(data, VIDEO_EXTENSIONS, "video")
         listing = self.listing

@@ -11,8 +11,6 @@ label, fails when read (FormatError naming the shard, the member and the field),
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from dali_pipes.formats.errors import FormatError
@@ -23,9 +21,9 @@ from dali_pipes.sources.fusion import ImuChannels
 from dali_pipes.sources.shard_manifest import manifest_classes
 from dali_pipes.sources.shard_members import ShardSample, list_shards, samples_digest
 from dali_pipes.sources.shard_names import flatten, shard_sources
+from dali_pipes.sources.shards import shard_parent
 from dali_pipes.sources.video_store import StoreVideos
-from dali_pipes.stores.options import StoreOptions
-from dali_pipes.stores.remote import is_url
+from dali_pipes.stores import Store
 from dali_pipes.stores.select import open_store
 
 VIDEO_EXTS = ("mp4", "webm", "mkv", "avi")
@@ -37,15 +35,13 @@ class VideoShardSource(ClipSource):
     a brace pattern, a list, or folders of shards, one source each)."""
 
     def __init__(self, data, *, clip_length: int = 8, stride: int = 1,
-                 clips_per_video: int = 1, crops: int = 1, store=None,
-                 remote: dict | None = None):
+                 clips_per_video: int = 1, crops: int = 1, store: Store | None = None):
         self._set_clip_options(clip_length, stride, clips_per_video, crops)
-        self.store = store or open_store(data, StoreOptions(**(remote or {})))
+        self.store = store or open_store(data)
         sources = shard_sources(data, self.store)
         self.multi_source = len(sources) > 1
         self.shards = tuple(flatten(sources))
-        self.roots = tuple(s[0].rsplit("/", 1)[0] if is_url(s[0]) else
-                           os.path.dirname(os.path.abspath(s[0])) for s in sources)
+        self.roots = tuple(shard_parent(s[0], self.store) for s in sources)
         listing = list_shards(sources, self.store)
         self.samples, source_ids = listing.samples, listing.source_ids
         self.ignored, self.truncated = listing.ignored, listing.truncated
@@ -58,7 +54,7 @@ class VideoShardSource(ClipSource):
             sizes.append(video[2] if video else 0)
         self.videos = StoreVideos(self.store, names, [s.shard for s in self.samples],
                                   bases, sizes)
-        self.classes = manifest_classes(self.roots, labels) or tuple(
+        self.classes = manifest_classes(self.roots, labels, self.store) or tuple(
             str(c) for c in np.unique(labels[labels >= 0]))
         self._set_listing(tuple(names), labels, source_ids)
 
@@ -107,11 +103,10 @@ class FusionShardSource(ImuChannels, VideoShardSource):
 
     def __init__(self, data, *, clip_length: int = 8, stride: int = 1,
                  clips_per_video: int = 1, crops: int = 1, imu_offset: float = 0.0,
-                 imu_method: str = "linear", max_gap: float | None = None, store=None,
-                 remote: dict | None = None):
+                 imu_method: str = "linear", max_gap: float | None = None,
+                 store: Store | None = None):
         super().__init__(data, clip_length=clip_length, stride=stride,
-                         clips_per_video=clips_per_video, crops=crops, store=store,
-                         remote=remote)
+                         clips_per_video=clips_per_video, crops=crops, store=store)
         self._set_imu(imu_offset, imu_method, max_gap)
 
     def imu_path(self, index: int) -> str:

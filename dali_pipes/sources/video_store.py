@@ -1,7 +1,7 @@
 """Videos that are objects in a store (`s3://.../class/video.mp4`) or members of tar shards:
 probed once each, then read clip by clip with byte ranges.
 
-Each video is an `ObjectBytes` (`dali_pipes.sources.store_file`): (URL, base offset, size)
+Each video is an `ObjectBytes` (`dali_pipes.stores.object_file`): (URL, base offset, size)
 in a store whose `read_range` applies its retries, timeouts and block cache. The first use of
 a video probes it (`probe_file`): the container's header and index are read and kept in
 memory for later opens; for MP4 only the index is read (the packets' bytes are skipped), for
@@ -30,18 +30,21 @@ from dali_pipes.formats.video import (
     probe_file,
     remux_segment,
 )
-from dali_pipes.sources.store_file import ObjectBytes
+from dali_pipes.stores.object_file import ObjectBytes
 
 KEPT_OBJECTS = 32  # videos whose header stays in memory
 
 
 class StoreVideos:
-    """Videos `names[i]` at bytes `bases[i]..bases[i] + sizes[i]` of `urls[i]` in `store`."""
+    """Videos `names[i]` at bytes `bases[i]..bases[i] + sizes[i]` of `urls[i]` in `store`
+    (`versions`: of whole objects, as listed; None for members of shards)."""
 
-    def __init__(self, store, names: Sequence[str], urls: Sequence[str], bases, sizes):
+    def __init__(self, store, names: Sequence[str], urls: Sequence[str], bases, sizes,
+                 versions=None):
         self.store, self.names, self.urls = store, list(names), list(urls)
         self.bases = np.asarray(bases, np.int64)
         self.sizes = np.asarray(sizes, np.int64)
+        self.versions = None if versions is None else np.asarray(versions, np.int64)
         self._infos: OrderedDict[int, VideoInfo] = OrderedDict()
         self._objects: OrderedDict[int, ObjectBytes] = OrderedDict()
         self.fetched = self.requests = 0  # of objects no longer held, plus held ones: stats()
@@ -56,8 +59,10 @@ class StoreVideos:
             if self.sizes[video] <= 0:
                 raise FormatError(self.names[video], "file", "is empty",
                                   expected="a video file")
-            obj = ObjectBytes(self.store, self.urls[video], int(self.sizes[video]),
-                              base=int(self.bases[video]))
+            size = int(self.sizes[video])
+            listed = None if self.versions is None else (size, int(self.versions[video]))
+            obj = ObjectBytes(self.store, self.urls[video], size, base=int(self.bases[video]),
+                              stat=listed)
             self._objects[video] = obj
             if len(self._objects) > KEPT_OBJECTS:
                 _, old = self._objects.popitem(last=False)

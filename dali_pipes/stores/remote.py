@@ -1,21 +1,30 @@
 """The fsspec store: shards behind any fsspec URL (`s3://`, `gs://`, `https://`, ...).
 
-Byte-range reads, each bounded by a timeout, checked against the object's version recorded
-at listing (`dali_pipes.stores.remote_read`: a replaced object raises `ObjectChanged` naming
-it) and retried with exponential backoff on transient failures (timeouts, resets, HTTP
+Byte-range reads, checked against the object's version recorded at listing
+(`dali_pipes.stores.remote_read`: a replaced object raises `ObjectChanged` naming it) and
+against the range asked for (an answer holding other bytes, by its Content-Range, or of an
+object of another size than listed raises `RangeMismatch` naming the URL and both ranges),
+and retried with exponential backoff on transient failures (timeouts, resets, HTTP
 5xx/408/429); a permanent failure (404/NoSuchKey/NoSuchBucket, 403/AccessDenied, a refused
 connection) is not retried, and it or the last failed attempt raises `StoreError` naming the
-URL, the status where there is one, and the attempts. A read that returns fewer bytes than
-asked is an `EOFError` naming the URL and the range. With `cache_dir`, reads go through a
-bounded block cache (`dali_pipes.stores.block_cache`) keyed by URL and version; a cache
-that cannot be written is bypassed with one warning. The file system object is
+URL, the status where there is one, and the attempts. Each request, reads, stats and
+listings alike, is bounded as a whole by the timeout: connection, headers and body together
+(`dali_pipes.stores.bounded`), so a server trickling its answer fails as a timeout naming
+the time spent. A read that returns fewer bytes than asked is an `EOFError` naming the URL
+and the range. A server that sends no Content-Length (chunked answers) is asked for an
+object's first byte to learn its size. With `cache_dir`, reads go through a bounded block
+cache (`dali_pipes.stores.block_cache`) keyed by URL and version, each block checked against
+its checksum; a cache that cannot be written is bypassed with one warning, and objects
+without a validator (no ETag, no Last-Modified) are not cached. The file system object is
 made per process (after a fork too) on first use, so a store pickles into DataLoader workers
 and DALI's parallel external_source workers and each opens its own connections.
 
-Folders behind URLs: `list_objects` lists every object under a prefix, with sizes and
-versions, in one listing call (`fs.find(..., detail=True)`), and `read_object` reads a whole
-listed object through the same retries, timeouts and block cache. HTTP(S) servers have no
-listing an fsspec file system can rely on, so `list_objects` refuses them.
+Folders behind URLs: `list` lists every object under a prefix, with sizes and versions, in
+one listing call (`fs.find(..., detail=True)`); `read_range` with the listed (size, version)
+reads without a stat, through the same retries, timeouts and block cache. HTTP(S) servers
+have no listing an fsspec file system can rely on, so `list` refuses them (`glob` reads
+the `.tar` links of a shard folder's page instead). A missing object is a `MissingObject`
+(a `StoreError` and a `FileNotFoundError`).
 """
 from __future__ import annotations
 
@@ -27,18 +36,24 @@ from typing import Any
 
 import numpy as np
 
+from dali_pipes.stores import Entry
 from dali_pipes.stores.block_cache import DEFAULT_BLOCK, BlockCache
+from dali_pipes.stores.bounded import BoundedFileSystem
+from dali_pipes.stores.object_file import ObjectBytes
 from dali_pipes.stores.remote_read import (
+    NO_VERSION,
     ObjectChanged,
+    RangeMismatch,
     cause,
     get_range,
     rebuilt,
+    sized,
     status,
     transient,
     version_of,
 )
 
-__all__ = ["FsspecStore", "ObjectChanged", "StoreError", "is_url"]
+__all__ = ["FsspecStore", "MissingObject", "ObjectChanged", "StoreError", "is_url"]
 
 
 class StoreError(OSError):
@@ -53,6 +68,16 @@ class StoreError(OSError):
 
     def __reduce__(self):
         return rebuilt, (type(self), str(self), self.__dict__)
+
+
+class MissingObject(StoreError, FileNotFoundError):
+    """A remote object that does not exist (404, NoSuchKey): a FileNotFoundError too."""
+
+
+def store_error(url: str, what: str, exc: BaseException, attempts: int) -> StoreError:
+    """The StoreError of a failed request (a MissingObject for a 404)."""
+    cls = MissingObject if status(exc) == 404 else StoreError
+    return cls(url, what, exc, attempts)
 
 
 def is_url(path) -> bool:
@@ -72,11 +97,14 @@ class FsspecStore:
         timeout: seconds each request may take.
     """
 
+    supports_listing = True  # but not of http(s) folders: see `list`
+
     def __init__(self, *, storage_options: dict | None = None, cache_dir: str | None = None,
                  cache_limit: int | None = None, retries: int = 3, backoff: float = 0.2,
                  timeout: float = 30.0, block_size: int = DEFAULT_BLOCK):
         self.storage_options = dict(storage_options or {})
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
+        self.cache_dir = cache_dir
         self.cache = (BlockCache(cache_dir, limit=cache_limit, block_size=block_size)
                       if cache_dir else None)
         self._fs: dict[str, Any] = {}
@@ -91,38 +119,32 @@ class FsspecStore:
         after it checks that its answer is still that version."""
         if url in self._stats:
             return self._stats[url]
-        info = self._call(url, "stat", lambda fs, path: fs.info(path))
+        protocol = url.split("://", 1)[0]
+        info = self._call(url, "stat",
+                          lambda fs, path: sized(fs, protocol, url, fs.info(path)))
         stat = int(info["size"]), version_of(info)
         self._stats[url] = stat
         return stat
 
-    def read_range(self, url: str, offset: int, size: int) -> np.ndarray:
-        """`size` bytes of `url` from `offset` (uint8), of the version its stat recorded
-        (ObjectChanged otherwise); EOFError when the object is shorter."""
-        total, version = self.stat(url)
-        if offset + size > total:
-            raise EOFError(f"{url}: bytes {offset}..{offset + size} requested, the "
-                           f"object has {total}")
-        return self._read(url, version, total, offset, size)
-
-    def read_listed_range(self, url: str, size: int, version: int, offset: int, count: int
-                          ) -> np.ndarray:
-        """Bytes `offset..offset + count` (uint8) of `url`, known from a listing to hold
-        `size` bytes at `version`: no stat asked (for readers of many small ranges of each
-        object: cube windows, members of shards). EOFError, naming the object and the
-        range, when the range passes the listed size or the server returns fewer bytes;
-        ObjectChanged when the object is no longer that version."""
-        if offset < 0 or count < 0 or offset + count > size:
-            raise EOFError(f"{url}: bytes {offset}..{offset + count} requested, the object "
-                           f"was listed with {size}")
-        if count == 0:
+    def read_range(self, url: str, offset: int, size: int,
+                   stat: tuple[int, int] | None = None) -> np.ndarray:
+        """`size` bytes of `url` from `offset` (uint8), of the version `stat` (the (size,
+        version) a listing gave) or this store's own stat recorded (ObjectChanged
+        otherwise); EOFError, naming the object and the range, when the range passes its
+        size or the server returns fewer bytes. With `stat`, no stat is asked (readers of
+        many small ranges: cube windows, members of shards)."""
+        total, version = (int(stat[0]), int(stat[1])) if stat is not None else self.stat(url)
+        if offset < 0 or size < 0 or offset + size > total:
+            raise EOFError(f"{url}: bytes {offset}..{offset + size} requested, the object "
+                           f"has {total}")
+        if size == 0:
             return np.zeros(0, np.uint8)
-        return self._read(url, version, size, offset, count)
+        return self._read(url, version, total, offset, size)
 
     def _read(self, url: str, version: int, total: int, offset: int, size: int
               ) -> np.ndarray:
         def fetch(start: int, end: int) -> bytes:
-            data = self._fetch(url, start, end, version)
+            data = self._fetch(url, start, end, version, total)
             if len(data) == total != end - start:  # Range ignored: the whole object came
                 warnings.warn(f"{url}: the server ignores byte ranges and sends the whole "
                               f"object ({total} bytes) for each read; reads stay correct "
@@ -132,13 +154,17 @@ class FsspecStore:
                 raise EOFError(f"{url}: bytes {start}..{end} requested, got {len(data)} "
                                f"(the object changed since it was listed with {total} bytes)")
             return data
-        if self.cache is not None:
-            return self.cache.read(url, version, total, offset, size, fetch)
+        if self.cache is not None:  # an object without validators is never cached
+            return self.cache.read(url, None if version == NO_VERSION else version, total,
+                                   offset, size, fetch)
         return np.frombuffer(fetch(offset, offset + size), np.uint8).copy()
 
     def open(self, url: str):
-        """A read-only file object (for walking a shard's tar headers once)."""
-        return self._call(url, "open", lambda fs, path: fs.open(path, "rb"))
+        """A read-only, seekable file object over the object (for walking a shard's tar
+        headers once), reading through `read_range` in 64 KiB chunks: each request bounded
+        as a whole, its answer checked and its version compared, as every read is."""
+        size, version = self.stat(url)
+        return ObjectBytes(self, url, size, stat=(size, version)).open()
 
     def glob(self, pattern: str) -> list[str]:
         """URLs matching `pattern`, sorted."""
@@ -146,7 +172,7 @@ class FsspecStore:
         found = self._call(pattern, "list", lambda fs, path: fs.glob(path))
         return sorted(p if "://" in p else f"{protocol}://{p}" for p in found)
 
-    def list_objects(self, url: str) -> list[tuple[str, int, int]]:
+    def list(self, url: str) -> list[Entry]:
         """(URL, size, version) of every object under the folder `url`, at any depth, in
         sorted order, from one listing call (`fs.find` with details: no stat per object).
 
@@ -165,34 +191,25 @@ class FsspecStore:
             if info.get("type", "file") != "file":
                 continue
             full = path if "://" in path else f"{protocol}://{path.lstrip('/')}"
-            out.append((full, int(info["size"]), version_of(info)))
+            out.append(Entry(full, int(info["size"]), version_of(info)))
         return sorted(out)
 
-    def read_object(self, url: str, size: int, version: int) -> np.ndarray:
-        """The whole object `url` (uint8), known from a listing to hold `size` bytes at
-        `version`: through the block cache when there is one (no stat asked). EOFError,
-        naming the URL, when the object no longer holds `size` bytes; ObjectChanged when
-        it is no longer that version."""
-        if not size:
-            return np.zeros(0, np.uint8)
-        return self._read(url, version, size, 0, size)
-
-    def _fetch(self, url: str, start: int, end: int, version: int) -> bytes:
+    def _fetch(self, url: str, start: int, end: int, version: int, total: int) -> bytes:
         protocol = url.split("://", 1)[0]
         return self._call(url, f"read of bytes {start}..{end}",
                           lambda fs, path: get_range(fs, protocol, url, path, start, end,
-                                                     version))
+                                                     version, total))
 
     def _call(self, url: str, what: str, work: Callable[[Any, str], Any]) -> Any:
         fs, path = self._filesystem(url)
         for attempt in range(self.retries + 1):
             try:
                 return work(fs, path)
-            except ObjectChanged:
+            except (ObjectChanged, RangeMismatch):  # the answer is wrong, not failed
                 raise
             except Exception as exc:
                 if not transient(exc) or attempt == self.retries:
-                    raise StoreError(url, what, exc, attempt + 1) from exc
+                    raise store_error(url, what, exc, attempt + 1) from exc
             time.sleep(self.backoff * 2 ** attempt)
         raise AssertionError("unreachable")
 
@@ -203,16 +220,20 @@ class FsspecStore:
             self._fs = {"pid": os.getpid()}
         if protocol not in self._fs:
             options = _with_timeouts(protocol, self.storage_options, self.timeout)
-            self._fs[protocol] = fsspec.filesystem(protocol, **options)
+            fs = fsspec.filesystem(protocol, **options)
             if protocol in ("s3", "s3a"):
-                self._fs[protocol].retries = 1  # s3fs's own retries off: ours count
+                fs.retries = 1  # s3fs's own retries off: ours count
+            self._fs[protocol] = BoundedFileSystem(fs, self.timeout)
         fs = self._fs[protocol]
         return fs, (url if protocol in ("http", "https") else fs._strip_protocol(url))
 
 
 def _with_timeouts(protocol: str, options: dict, timeout: float) -> dict:
-    """Storage options with a per-request timeout and fsspec's own retries off (ours count)."""
+    """Storage options with the clients' own timeouts (each connection and socket read; the
+    whole request is bounded by `BoundedFileSystem`), fsspec's retries off (ours count) and
+    no listings cache (a stat after a listing must see the object as it is now)."""
     out = dict(options)
+    out.setdefault("use_listings_cache", False)
     if protocol in ("s3", "s3a"):
         config = dict(out.get("config_kwargs") or {})
         config.setdefault("connect_timeout", timeout)

@@ -9,19 +9,34 @@ naming it, instead of yielding other bytes under the listed name. An object list
 any validator, or a response without one, cannot be compared (nothing to compare); other
 protocols read through `fs.cat_file` unchecked.
 
+Ranges: the answer to a range request must be those bytes of that object. A 206 must carry
+a Content-Range (S3: `ContentRange`) that starts where the request did, ends no later, and
+gives the object's listed size (or "*"); its body must hold what that range says. A 200 is
+the whole object (a server ignoring Range): its body must be the listed size (the caller
+takes the range out of it). Anything else raises `RangeMismatch` naming the URL and both
+ranges: a server, proxy or CDN answering another range never has those bytes taken for the
+ones asked. A shorter range at the right start is the caller's EOFError.
+
+Sizes: a stat without a size (a server without Content-Length: chunked answers) asks for
+the object's first byte, whose Content-Range gives the size (`sized`); a server giving none
+is named.
+
 Permanent failures are not retried: 4xx answers but 408/429 (404, NoSuchKey, NoSuchBucket,
-403, AccessDenied, 412 precondition failed), missing files, a changed object, and a refused
-connection (nothing listens at the endpoint). Timeouts, 5xx/408/429, resets and other
-connection errors are transient.
+403, AccessDenied, 412 precondition failed), missing files, a changed object, an answer
+holding another range, and a refused connection (nothing listens at the endpoint).
+Timeouts, 5xx/408/429, resets and other connection errors are transient.
 """
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
-_VALIDATORS = ("ETag", "etag", "LastModified", "Last-Modified", "mtime", "last_modified")
-_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
-              ConnectionRefusedError)
+_VALIDATORS = ("ETag", "etag", "LastModified", "Last-Modified", "mtime", "last_modified",
+               "created")  # memory:// objects have only their creation time
+_BYTES = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)$")  # Content-Range of a 206
+_TOTAL = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)$")  # the object's size in it
 
 
 class ObjectChanged(OSError):
@@ -34,6 +49,21 @@ class ObjectChanged(OSError):
 
     def __reduce__(self):
         return rebuilt, (type(self), str(self), self.__dict__)
+
+
+class RangeMismatch(OSError):
+    """A server answered other bytes than the range asked for, or did not say which."""
+
+    def __init__(self, url: str, message: str):
+        self.url, self.status = url, None
+        super().__init__(f"{url}: {message}")
+
+    def __reduce__(self):
+        return rebuilt, (type(self), str(self), self.__dict__)
+
+
+_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
+              ConnectionRefusedError, RangeMismatch)
 
 
 def rebuilt(cls: type[OSError], message: str, state: dict) -> OSError:
@@ -56,6 +86,52 @@ def version_of(info: Mapping) -> int:
 NO_VERSION = version_of({})
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What the body of an answer to a range request must hold: `length` bytes, said as
+    `what` (the whole object, or the range its Content-Range names)."""
+
+    url: str
+    start: int
+    end: int
+    length: int
+    what: str
+
+    def holds(self, body: bytes) -> bytes:
+        """`body`, when it holds the bytes the answer's headers announce (RangeMismatch)."""
+        if len(body) != self.length:
+            raise RangeMismatch(self.url, f"bytes {self.start}..{self.end} requested; the "
+                                f"answer is {self.what}, but its body holds {len(body)} bytes")
+        return body
+
+
+def expect(url: str, status: int, content_range: str | None, start: int, end: int,
+           total: int) -> Answer:
+    """The answer with `status` and `content_range` to a request for bytes start..end (end
+    exclusive) of an object listed with `total` bytes: a 200 is the whole object (the
+    caller takes the range out of it); a 206 must name a range that starts at `start`,
+    ends by `end` (a shorter one is an EOFError of the caller) and belongs to an object
+    of `total` bytes ("*": unknown). RangeMismatch naming both ranges otherwise."""
+    asked = f"bytes {start}..{end} requested of an object listed with {total} bytes"
+    if status == 200:
+        return Answer(url, start, end, total, f"the whole object (200) of {total} bytes")
+    if status != 206:
+        raise RangeMismatch(url, f"{asked}; the server answered status {status}")
+    if not content_range:
+        raise RangeMismatch(url, f"{asked}; the server answered 206 (partial content) "
+                                 "without a Content-Range, so which bytes it sent is unknown")
+    found = _BYTES.match(content_range.strip())
+    if found is None:
+        raise RangeMismatch(url, f"{asked}; the server answered Content-Range "
+                                 f"{content_range!r}, which names no byte range")
+    lo, hi, size = int(found[1]), int(found[2]) + 1, found[3]
+    if lo != start or not lo < hi <= end or size not in ("*", str(total)):
+        raise RangeMismatch(url, f"{asked}; the server answered bytes {lo}..{hi} of {size} "
+                                 f"(Content-Range: {content_range})")
+    return Answer(url, start, end, hi - lo, f"bytes {lo}..{hi} (Content-Range: "
+                                           f"{content_range})")
+
+
 def _check(url: str, expected: int, validators: Mapping) -> None:
     found = version_of(validators)
     if NO_VERSION not in (expected, found) and found != expected:
@@ -64,42 +140,81 @@ def _check(url: str, expected: int, validators: Mapping) -> None:
 
 
 def get_range(fs, protocol: str, url: str, path: str, start: int, end: int,
-              expected: int) -> bytes:
-    """Bytes start..end (end exclusive) of the object, whose response validators must
-    give the version `expected` (ObjectChanged names the URL when they do not)."""
+              expected: int, total: int) -> bytes:
+    """Bytes start..end (end exclusive) of the object listed with `total` bytes at version
+    `expected`: ObjectChanged when the response's validators give another version,
+    RangeMismatch when it holds other bytes (see the module doc). `fs` is a
+    `BoundedFileSystem`: each request finishes, whole, within its timeout."""
     if end <= start:
         return b""
     if protocol in ("s3", "s3a"):
-        from fsspec.asyn import sync
-        return sync(fs.loop, _s3_get, fs, url, path, start, end, expected)
+        return fs.run(_s3_get, fs, url, path, start, end, expected, total)
     if protocol in ("http", "https"):
-        from fsspec.asyn import sync
-        return sync(fs.loop, _http_get, fs, url, start, end, expected)
+        return fs.run(_http_get, fs, url, start, end, expected, total)
     return fs.cat_file(path, start=start, end=end)
 
 
-async def _s3_get(fs, url: str, path: str, start: int, end: int, expected: int) -> bytes:
+async def _s3_get(fs, url: str, path: str, start: int, end: int, expected: int,
+                  total: int) -> bytes:
     bucket, key, version_id = fs.split_path(path)
     extra = {"VersionId": version_id} if version_id else {}
     resp = await fs._call_s3("get_object", Bucket=bucket, Key=key,
                              Range=f"bytes={start}-{end - 1}", **extra)
     try:
         _check(url, expected, resp)
-        return await resp["Body"].read()
+        code = resp["ResponseMetadata"]["HTTPStatusCode"]
+        answer = expect(url, code, resp.get("ContentRange"), start, end, total)
+        return answer.holds(await resp["Body"].read())
     finally:
         resp["Body"].close()
 
 
-async def _http_get(fs, url: str, start: int, end: int, expected: int) -> bytes:
+async def _http_get(fs, url: str, start: int, end: int, expected: int, total: int
+                    ) -> bytes:
+    async with await _ranged(fs, url, start, end - 1) as r:
+        try:
+            if r.status == 404:
+                raise FileNotFoundError(url)
+            r.raise_for_status()
+            _check(url, expected, r.headers)
+            answer = expect(url, r.status, r.headers.get("Content-Range"), start, end, total)
+            return answer.holds(await r.read())
+        except BaseException:
+            r.close()  # past the timeout, or refused: the connection goes, unread
+            raise
+
+
+async def _ranged(fs, url: str, first: int, last: int):
+    """fsspec's HTTP session's GET of bytes first..last (inclusive) of `url`."""
     kw = dict(fs.kwargs)
-    headers = {**(kw.pop("headers", None) or {}), "Range": f"bytes={start}-{end - 1}"}
+    headers = {**(kw.pop("headers", None) or {}), "Range": f"bytes={first}-{last}"}
     session = await fs.set_session()
-    async with session.get(fs.encode_url(url), headers=headers, **kw) as r:
+    return session.get(fs.encode_url(url), headers=headers, **kw)
+
+
+def sized(fs, protocol: str, url: str, info: dict) -> dict:
+    """`info` (a stat) with the object's size: a server that sends no Content-Length
+    (chunked answers) is asked for the object's first byte, whose Content-Range holds
+    the size. ValueError when there is none."""
+    if info.get("size") is None and protocol in ("http", "https"):
+        info = {**info, **fs.run(_http_first_byte, fs, url)}
+    if info.get("size") is None:
+        raise ValueError("the server sends no size for it (no Content-Length, and no "
+                         "Content-Range answering a request for its first byte); reads "
+                         "need each object's size")
+    return info
+
+
+async def _http_first_byte(fs, url: str) -> dict:
+    async with await _ranged(fs, url, 0, 0) as r:
         if r.status == 404:
             raise FileNotFoundError(url)
-        r.raise_for_status()
-        _check(url, expected, r.headers)
-        return await r.read()
+        if r.status != 416:  # an empty object: "bytes */0"
+            r.raise_for_status()
+        found = _TOTAL.match(r.headers.get("Content-Range", "").strip())
+        out = {k: r.headers[k] for k in ("ETag", "Last-Modified") if r.headers.get(k)}
+        r.close()  # the headers are all it takes
+    return {**out, "size": int(found[1])} if found else out
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

@@ -36,6 +36,7 @@ import numpy as np
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.image_kind import IMAGE_SUFFIXES
 from dali_pipes.stores.local import LocalStore
+from dali_pipes.stores.select import local_files
 from dali_pipes.stores.wds2idx import (
     check_member_header,
     read_wds2idx,
@@ -94,12 +95,12 @@ def load_index(shard: str, *, index_dir: str | None = None, store=None) -> Shard
     """
     store = store or LocalStore()
     size, mtime = store.stat(shard)
-    for cached in _index_paths(shard, index_dir):
+    for cached in _index_paths(shard, index_dir, store):
         index = _read_cached(cached, shard)
         if index is not None and (index.shard_size, index.shard_mtime_ns) == (size, mtime):
             return index
     index = build_index(shard, size=size, mtime_ns=mtime, store=store)
-    for cached in _index_paths(shard, index_dir):
+    for cached in _index_paths(shard, index_dir, store):
         if _save(index, cached):
             break
     return index
@@ -109,7 +110,7 @@ def build_index(shard: str, *, size: int, mtime_ns: int, store=None) -> ShardInd
     """Group the members of `shard` into samples (see module doc): from its `wds2idx`
     index where a local shard has one, else by walking its tar headers."""
     store = store or LocalStore()
-    idx = wds2idx_path(shard) if "://" not in shard else None
+    idx = wds2idx_path(shard) if local_files(store) else None
     found = _from_wds2idx(shard, idx, size, store) if idx else None
     groups, ignored, truncated = found or _walk(shard, size, store)
     names, offsets, sizes, labels, headers = [], [], [], [], []
@@ -250,14 +251,17 @@ def parse_label(data: bytes | None, ext: str) -> int:
     return value
 
 
-def _index_paths(shard: str, index_dir: str | None) -> list[Path]:
+def _index_paths(shard: str, index_dir: str | None, store) -> list[Path]:
+    """Where the index of `shard` is kept: beside a local shard (and in the cache, for a
+    folder that cannot be written), in the cache only for a shard in any other store
+    (keyed by the store's class and the shard's path)."""
     root = Path(index_dir) if index_dir else Path.home() / ".cache" / "dali_pipes" / "tar_index"
-    name = shard if "://" in shard else os.path.abspath(shard)
+    local = local_files(store)
+    name = os.path.abspath(shard) if local else \
+        f"{type(store).__module__}.{type(store).__qualname__}:{shard}"
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
     cache = root / f"{shard.rsplit('/', 1)[-1]}.{digest}.index.npz"
-    if "://" in shard:  # remote: the index lives in the local cache only
-        return [cache]
-    return [Path(shard + ".index.npz"), cache]
+    return [Path(shard + ".index.npz"), cache] if local else [cache]
 
 
 def _read_cached(path: Path, shard: str) -> ShardIndex | None:

@@ -4,7 +4,9 @@ store reads it (tests/stores/test_store_conformance.py: local files, HTTP, S3).
 
 Subclasses name their class `Test...` so pytest collects them, and define the fixture
 `put`: `put(name, data: bytes) -> str`, the path or URL the store reads the object at
-(writing it again replaces it), and `store()`: the store under test.
+(`name` may hold "/": folders; writing it again replaces it), and `store()`: the store under
+test. A store that cannot list folders (a web server) sets `lists = False`: its listing
+tests then check that `list` says so.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class StoreTests:
     # seconds between two writes of one object for its version to change (a server whose
     # only validator is Last-Modified has whole seconds)
     rewrite_delay = 0.0
+    lists = True  # whether `list` lists folders (False: it raises ValueError, saying why)
 
     def store(self) -> Store:
         """A new store reading where `put` writes."""
@@ -32,6 +35,33 @@ class StoreTests:
 
     def test_is_a_store(self):
         assert isinstance(self.store(), Store)
+        assert isinstance(self.store().supports_listing, bool)
+
+    def test_list_gives_every_object_under_a_folder_with_size_and_version(self, put):
+        paths = [put(name, PAYLOAD[:n]) for name, n in
+                 (("lst/b.bin", 7), ("lst/a.bin", 100), ("lst/sub/c.bin", 0),
+                  ("lst/sub/deeper/d.bin", 5), ("lstx/e.bin", 3))]
+        folder = paths[0].rsplit("/", 1)[0]
+        store = self.store()
+        if not self.lists:
+            with pytest.raises(ValueError):
+                store.list(folder)
+            return
+        listed = store.list(folder)
+        assert [tuple(e)[0] for e in listed] == sorted(paths[:4])  # not lstx/: another folder
+        for path, size, version in listed:
+            assert (size, version) == tuple(self.store().stat(path))
+            assert isinstance(size, int) and isinstance(version, int)
+
+    def test_a_listed_object_reads_with_its_listed_stat(self, put):
+        path = put("listed/a.bin", PAYLOAD)
+        store = self.store()
+        stat = store.stat(path)
+        if self.lists:
+            stat = next((size, version) for name, size, version in
+                        store.list(path.rsplit("/", 1)[0]) if name == path)
+        got = store.read_range(path, 5, 300, stat)
+        assert got.tobytes() == PAYLOAD[5:305]
 
     def test_stat_gives_the_size_and_an_int_version(self, put):
         size, version = self.store().stat(put("a.bin", PAYLOAD))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dali_pipes.stores.block_cache import BlockCache
+from dali_pipes.stores.block_cache import DIGEST, BlockCache
 
 BLOB = (np.arange(1000) * 7 % 256).astype(np.uint8)
 
@@ -57,6 +57,6 @@ def test_a_block_file_cut_short_is_fetched_again(tmp_path):
     block.write_bytes(block.read_bytes()[:40])  # another process died mid-write, say
     got = cache.read("u", 1, len(BLOB), 30, 60, _fetcher(calls))
     assert np.array_equal(got, BLOB[30:90]) and len(calls) == 2
-    assert len(block.read_bytes()) == 100  # stored whole again
+    assert len(block.read_bytes()) == 100 + DIGEST  # stored whole again
     assert np.array_equal(cache.read("u", 1, len(BLOB), 10, 20, _fetcher(calls)), BLOB[10:30])
     assert len(calls) == 2 and cache.hits == 1

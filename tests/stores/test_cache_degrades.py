@@ -102,7 +102,7 @@ def test_shards_load_when_the_cache_dir_cannot_be_made(tmp_path):
     with RangeServer(tmp_path / "srv") as server, warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         source = ShardSource(f"{server.url}/a.tar",
-                             remote={"cache_dir": str(tmp_path / "a-file" / "cache")})
+                             store=FsspecStore(cache_dir=str(tmp_path / "a-file" / "cache")))
         assert [source.read(i).tobytes() for i in range(3)] == [bytes([i]) * 5000
                                                                for i in range(3)]
     assert len([x for x in w if "block cache cannot be written" in str(x.message)]) == 1

@@ -1,8 +1,10 @@
 """Every modality over every store: the same tiny data set as local files, as tar shards
-written by the pack tool (local, in S3 on moto, behind an HTTP server), as files in S3 and,
-where no listing is needed, as files behind HTTP; one epoch's batches must equal the local
-files' exactly on both backends. Combinations refused by design are asserted as refusals
-(the README's table of modalities x sources states what this module proves)."""
+written by the pack tool (local, in S3 on moto, behind an HTTP server, in a store handed
+in), as files in S3, in a store handed in (`store=`: the library's LocalStore wrapped under
+a namespace of its own, tests/stores/user_stores.py) and, where no listing is needed, as
+files behind HTTP; one epoch's batches must equal the local files' exactly on both backends.
+Combinations refused by design are asserted as refusals (the README's table of modalities x
+sources states what this module proves)."""
 from __future__ import annotations
 
 import shutil
@@ -13,6 +15,7 @@ import pytest
 from dali_pipes.pack import pack
 from tests.conftest import MODALITY_KINDS
 from tests.stores.servers import MotoS3, RangeServer
+from tests.stores.user_stores import DictStore, MountedStore, copy_tree
 from tests.torch_bridge.contract import assert_same, copies
 
 KINDS = MODALITY_KINDS
@@ -20,7 +23,8 @@ KINDS = MODALITY_KINDS
 # of URLs names when a web server cannot list their folders.
 NOT_PACKED = {"hyperspectral": "not packed into shards", "arrays": "modality must be one of"}
 FILE_URLS = {"hyperspectral": ("*.hdr", "*.spe"), "arrays": ("*/*.npy",)}
-STORES = ("local shards", "s3 files", "s3 shards", "http shards", "http files")
+STORES = ("local shards", "s3 files", "s3 shards", "http shards", "http files",
+          "user files", "user shards")
 _want: dict = {}  # (kind, backend) -> the local files' batches
 
 
@@ -63,7 +67,8 @@ def stores(tiny_data, s3, http, tmp_path_factory):
         folder = tiny_data(kind).one
         files = Path(shutil.copytree(folder, served / kind / "files"))
         out = {"local files": folder, "s3 files": _put_tree(s3, folder, f"every-{kind}",
-                                                             "files")}
+                                                             "files"),
+               "user files": ("mnt/files", MountedStore(files.parent))}
         if kind in FILE_URLS:  # the files' URLs: a web server lists no folders
             names = sorted(p.relative_to(files).as_posix() for pattern in FILE_URLS[kind]
                            for p in files.glob(pattern))
@@ -79,6 +84,8 @@ def stores(tiny_data, s3, http, tmp_path_factory):
             out["local shards"] = shards
             out["s3 shards"] = _put_tree(s3, shards, f"every-{kind}", "shards")
             out["http shards"] = [f"{server.url}/{kind}/shards/{n}" for n in names]
+            user = DictStore()
+            out["user shards"] = (copy_tree(shards, user, f"{kind}/shards"), user)
         made[kind] = out
         return out
 
@@ -86,6 +93,8 @@ def stores(tiny_data, s3, http, tmp_path_factory):
 
 
 def _loader(tiny, backend: str, data, s3: MotoS3):
+    if isinstance(data, tuple):  # (a path in the store, the store handed in)
+        return tiny.loader(backend, data=data[0], store=data[1], seed=7, shuffle=True)
     extra = {"storage_options": s3.options} if "s3://" in str(data) else {}
     return tiny.loader(backend, data=data, seed=7, shuffle=True, **extra)
 

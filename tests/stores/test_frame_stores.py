@@ -128,15 +128,15 @@ def test_sources_list_the_local_clips_labels_and_timestamps(served, s3):
 
 
 def test_frame_data_is_told_from_video_data(served, s3, tiny_data, tmp_path):
-    options = {"storage_options": s3.options}
+    store = FsspecStore(storage_options=s3.options)
     for where in ("folder", "local shards", "http shards"):
         assert is_frame_data(served[where]), where
     for where in ("s3 folders", "s3 shards"):
-        assert is_frame_data(served[where], options), where
+        assert is_frame_data(served[where], store), where
     videos = tiny_data("video").one
     pack(videos, tmp_path / "videos", modality="video", progress=False)
     assert not is_frame_data(videos) and not is_frame_data(tmp_path / "videos")
-    assert not is_frame_data(_upload(s3, videos, "videos-told", "train"), options)
+    assert not is_frame_data(_upload(s3, videos, "videos-told", "train"), store)
 
 
 def _without_timestamps(shards: Path, out: Path) -> Path:

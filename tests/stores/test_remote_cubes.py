@@ -80,8 +80,8 @@ def test_http_scene_urls_read_only_the_windows(scenes):
 
 def test_http_folders_are_refused_naming_what_to_give(scenes):
     with RangeServer(scenes) as server:
-        with pytest.raises(ValueError, match=r"/scenes/: folders behind http\(s\):// cannot "
-                           r"be listed; give the scenes' own URLs"):
+        with pytest.raises(ValueError, match=r"/scenes/: this folder cannot be listed; "
+                                             r"give the scenes' own paths"):
             HyperspectralSource(f"{server.url}/scenes/", store=FsspecStore())
 
 

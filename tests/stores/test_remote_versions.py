@@ -81,7 +81,7 @@ def test_s3_object_replaced_after_listing(tmp_path):
         with pytest.raises(ObjectChanged, match=re.escape(url) + ": the object changed"):
             source.read(1)
         with pytest.raises(ObjectChanged):
-            source.store.read_object(url, *source.store.stat(url))
+            source.store.read_range(url, 0, 10, source.store.stat(url))
         again = ShardSource(url, store=_store(storage_options=s3.options),
                             index_dir=str(tmp_path / "idx"))
         assert again.read(1).tobytes() == new[1]
@@ -113,15 +113,15 @@ def test_a_dead_endpoint_and_a_missing_bucket_fail_at_once(tmp_path):
         "endpoint_url": f"http://127.0.0.1:{free_port()}", "region_name": "us-east-1"}}
     store = _store(storage_options=dead, retries=2, backoff=1.0)  # retried: "after 3 attempts"
     for call in (lambda: store.stat("s3://b/x.tar"), lambda: store.read_range(
-            "s3://b/x.tar", 0, 10), lambda: store.list_objects("s3://b/f/")):
+            "s3://b/x.tar", 0, 10), lambda: store.list("s3://b/f/")):
         with pytest.raises(StoreError, match=r"s3://b/.* failed after 1 attempt: "
                                              "EndpointConnectionError"):
             call()
     with MotoS3() as s3:
         store = _store(storage_options=s3.options, retries=2, backoff=1.0)
         for call in (lambda: store.stat("s3://nobucket/x.tar"),
-                     lambda: store.read_object("s3://nobucket/x.tar", 10, 1),
-                     lambda: store.list_objects("s3://nobucket/f/")):
+                     lambda: store.read_range("s3://nobucket/x.tar", 0, 10, (10, 1)),
+                     lambda: store.list("s3://nobucket/f/")):
             with pytest.raises(StoreError, match=r"s3://nobucket/.* failed \(status 404\) "
                                                  r"after 1 attempt: .*NoSuchBucket"):
                 call()

@@ -40,8 +40,9 @@ class TestS3ShardContract(local_contract.TestShardContract):
 
     def _count(self, tiny, data=None) -> int:
         from dali_pipes.sources.shards import ShardSource
-        return len(ShardSource(tiny.one if data is None else data,
-                               remote={"storage_options": tiny.options["storage_options"]}))
+        from dali_pipes.stores.remote import FsspecStore
+        return len(ShardSource(tiny.one if data is None else data, store=FsspecStore(
+            storage_options=tiny.options["storage_options"])))
 
     def _broken(self, tiny, backend, tmp_path, on_error):
         """A copy of the shards with sample 1 garbled, uploaded under a prefix of its own."""

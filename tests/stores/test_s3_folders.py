@@ -55,8 +55,8 @@ def test_s3_class_folders_load_like_the_local_folder(tree, tmp_path, backend, mo
     with MotoS3() as s3:
         url = _upload(s3, tree)
         listed = []
-        real = FsspecStore.list_objects
-        monkeypatch.setattr(FsspecStore, "list_objects",
+        real = FsspecStore.list
+        monkeypatch.setattr(FsspecStore, "list",
                             lambda self, u: listed.append(u) or real(self, u))
         monkeypatch.setattr(FsspecStore, "stat", _no_stat)  # no stat per file
         source = ImageFolderSource(url, store=FsspecStore(storage_options=s3.options))

@@ -1,5 +1,6 @@
 """Every store passes the Store conformance suite (dali_pipes.testing.store_tests): local
-files, HTTP with an ETag, HTTP with Last-Modified only, and S3 (moto's server)."""
+files, HTTP with an ETag, HTTP with Last-Modified only, S3 (moto's server), and a store
+written outside the library (an in-memory dict store, tests/stores/user_stores.py)."""
 from __future__ import annotations
 
 import pytest
@@ -8,12 +9,14 @@ from dali_pipes.stores.local import LocalStore
 from dali_pipes.stores.remote import FsspecStore
 from dali_pipes.testing.store_tests import StoreTests
 from tests.stores.servers import MotoS3, RangeServer
+from tests.stores.user_stores import DictStore
 
 
 class TestLocalStore(StoreTests):
     @pytest.fixture
     def put(self, tmp_path):
         def write(name: str, data: bytes) -> str:
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / name).write_bytes(data)
             return str(tmp_path / name)
         return write
@@ -24,11 +27,13 @@ class TestLocalStore(StoreTests):
 
 class _HttpStore(StoreTests):
     etag = True
+    lists = False  # a web server's folders cannot be listed
 
     @pytest.fixture
     def put(self, tmp_path):
         with RangeServer(tmp_path, etag=self.etag) as server:
             def write(name: str, data: bytes) -> str:
+                (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
                 (tmp_path / name).write_bytes(data)
                 return f"{server.url}/{name}"
             yield write
@@ -74,3 +79,17 @@ class TestS3Store(StoreTests):
 
     def store(self):
         return FsspecStore(storage_options=self.options, retries=0)
+
+
+class TestDictStore(StoreTests):
+    @pytest.fixture
+    def put(self):
+        self.objects: dict = {}
+
+        def write(name: str, data: bytes) -> str:
+            DictStore(self.objects).put(f"mem/{name}", data)
+            return f"mem/{name}"
+        return write
+
+    def store(self):
+        return DictStore(getattr(self, "objects", None))

@@ -88,8 +88,8 @@ class TestVideoS3ShardContract(_VideoShardContract):
         return data
 
     def _count(self, tiny, data=None) -> int:
-        return len(VideoShardSource(tiny.one if data is None else data,
-                                    remote={"storage_options": tiny.options["storage_options"]}))
+        return len(VideoShardSource(tiny.one if data is None else data, store=FsspecStore(
+            storage_options=tiny.options["storage_options"])))
 
     def _broken(self, tiny, backend, tmp_path, on_error):
         local = Path(shutil.copytree(self._local, tmp_path / "shards"))

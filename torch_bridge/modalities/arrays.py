@@ -17,8 +17,7 @@ import torch
 from dali_pipes.pipelines import arrays as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.arrays import ArraysSource, window_starts
-from dali_pipes.stores.options import StoreOptions
-from dali_pipes.stores.select import open_store
+from dali_pipes.stores import Store
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys
 
@@ -44,19 +43,17 @@ def _per_channel(name: str, values, channels: int) -> np.ndarray | None:
 class ArraysModality(SourceModality):
     """Options: `length` (rows per window, default 64), `train` (default True: a random
     window start per sample and epoch; False: the centred window), `mean` / `std` (None, a
-    number or one per channel: the series become (x - mean) / std, both or neither). For
-    data behind URLs: `storage_options` (for fsspec), `cache_dir` and `cache_limit`."""
+    number or one per channel: the series become (x - mean) / std, both or neither). `data`
+    may be behind URLs or in a `store` handed in."""
 
     name = "arrays"
     dali_outputs = graph.OUTPUTS
 
     def __init__(self, data, *, seed: int, length: int = 64, train: bool = True,
                  mean: float | Sequence[float] | None = None,
-                 std: float | Sequence[float] | None = None, storage_options: dict | None = None,
-                 cache_dir: str | None = None, cache_limit: int | None = None):
+                 std: float | Sequence[float] | None = None, store: Store | None = None):
         if (mean is None) != (std is None):
             raise ValueError("mean and std: give both or neither")
-        store = open_store(data, StoreOptions(storage_options, cache_dir, cache_limit))
         self._set_source(ArraysSource(data, length=length, store=store), data)
         self.seed, self.train, self.length = seed, bool(train), self.source.length
         self.mean = _per_channel("mean", mean, self.source.channels)

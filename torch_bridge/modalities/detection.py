@@ -23,8 +23,8 @@ from dali_pipes.pipelines import detection as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS, warn_empty_masks
 from dali_pipes.sources.detection_shards import detection_source
-from dali_pipes.stores.options import StoreOptions
-from dali_pipes.stores.select import remote_store
+from dali_pipes.stores import Store
+from dali_pipes.stores.select import open_store
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 from torch_bridge.modalities.image_decode import decode_rgb
@@ -53,8 +53,7 @@ class DetectionModality(SourceModality):
     `data` may also be WebDataset shards of `<key>.<image ext>` + `<key>.json` (that image's
     COCO annotations) with `categories.json` beside them or `categories` (a list of COCO
     category dicts), and any of these behind URLs (`s3://bucket/images/` with
-    `annotations="s3://bucket/instances.json"`): `storage_options` (for fsspec),
-    `cache_dir` and `cache_limit` (bytes)."""
+    `annotations="s3://bucket/instances.json"`) or in a `store` handed in."""
 
     name = "detection"
 
@@ -65,8 +64,7 @@ class DetectionModality(SourceModality):
                  hflip: float = 0.5, scale_jitter=None, min_box_size: float = 1.0,
                  crowd: str = "drop", masks: bool = False, semantic: bool = False,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS, categories: list | None = None,
-                 storage_options: dict | None = None, cache_dir: str | None = None,
-                 cache_limit: int | None = None):
+                 store: Store | None = None):
         for option, value in (("masks", masks), ("semantic", semantic)):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{option}={value!r}: expected True or False")
@@ -75,10 +73,10 @@ class DetectionModality(SourceModality):
             pad_to_multiple=pad_to_multiple, scale=scale, ratio=ratio, min_iou=min_iou,
             crop_attempts=crop_attempts, hflip=hflip, scale_jitter=scale_jitter,
             min_box_size=min_box_size)
-        store = remote_store(data, StoreOptions(storage_options, cache_dir, cache_limit))
         self._set_source(detection_source(data, annotations=annotations,
                                           categories=categories, crowd=crowd,
-                                          max_pixels=max_pixels, store=store), data)
+                                          max_pixels=max_pixels,
+                                          store=store or open_store(data)), data)
         self.multi_source = getattr(self.source, "multi_source", self.multi_source)
         if masks or semantic:
             warn_empty_masks(self.source, "masks=True" if masks else "semantic=True")

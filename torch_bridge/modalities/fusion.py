@@ -30,6 +30,8 @@ from dali_pipes.clips import LoaderPad
 from dali_pipes.pipelines import fusion as fusion_graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.video_data import video_source
+from dali_pipes.stores import Store
+from dali_pipes.stores.select import open_store
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.video import VideoModality
 
@@ -49,20 +51,20 @@ class FusionModality(VideoModality):
                  pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
                  short_side: int | None = None, views=None, imu_offset: float = 0.0,
                  imu_method: str = "linear", max_gap=None, device: str = "cpu",
-                 storage_options: dict | None = None, cache_dir: str | None = None,
-                 cache_limit: int | None = None, scaled_decode: bool = True,
-                 decode_threads: int = 0):
+                 scaled_decode: bool = True, decode_threads: int = 0,
+                 store: Store | None = None):
         self._imu_options = dict(imu_offset=imu_offset, imu_method=imu_method,
                                  max_gap=max_gap)
         super().__init__(data, seed=seed, clip_length=clip_length, stride=stride, size=size,
                          train=train, clips_per_video=clips_per_video, pad=pad,
                          resize=resize, short_side=short_side, views=views, device=device,
-                         storage_options=storage_options, cache_dir=cache_dir,
-                         cache_limit=cache_limit, scaled_decode=scaled_decode,
-                         decode_threads=decode_threads)
+                         scaled_decode=scaled_decode, decode_threads=decode_threads,
+                         store=store)
 
-    def _make_source(self, data, **clip_options):  # lists the folders once, with the IMU
-        return video_source(data, remote=self._remote, imu=self._imu_options, **clip_options)
+    def _make_source(self, data, *, store: Store | None, **clip_options):
+        # lists the folders once, with the IMU
+        return video_source(data, store=store or open_store(data), imu=self._imu_options,
+                            **clip_options)
 
     def meta(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         out = super().meta(indices)

@@ -17,8 +17,7 @@ import torch
 from dali_pipes.pipelines import hyperspectral as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.hyperspectral import HyperspectralSource, patch_augment
-from dali_pipes.stores.options import StoreOptions
-from dali_pipes.stores.select import remote_store
+from dali_pipes.stores import Store
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys
 
@@ -33,9 +32,9 @@ class HyperspectralModality(SourceModality):
     around a labelled pixel) or None (no label maps are read: a sample is a patch of a grid
     tiling each scene, centres every `patch_size` pixels from `patch_size // 2`, the last
     one moved back onto the last line or sample, label -1; see docs/guide.md).
-    For scenes behind URLs (`s3://bucket/scenes/`, or the scenes' own `.hdr`/`.spe` URLs):
-    `storage_options` (for fsspec), `cache_dir` and `cache_limit` (bytes): each patch reads
-    only its window's byte ranges, through the block cache when there is one.
+    Scenes in another store than local files (`s3://bucket/scenes/`, the scenes' own
+    `.hdr`/`.spe` URLs, or a `store` handed in): each patch reads only its window's byte
+    ranges, through the block cache when there is one.
 
     The object pickles without its memory maps (the source reopens its files once per
     process), so it can be sent to spawned workers or used after a fork."""
@@ -45,12 +44,10 @@ class HyperspectralModality(SourceModality):
 
     def __init__(self, data, *, seed: int, patch_size: int = 9, bands=None,
                  train: bool = True, normalize: bool = False, device: str = "cpu",
-                 storage_options: dict | None = None, cache_dir: str | None = None,
-                 cache_limit: int | None = None, labels: Literal["map"] | None = "map"):
+                 store: Store | None = None, labels: Literal["map"] | None = "map"):
         for option, value in (("train", train), ("normalize", normalize)):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{option} must be True or False, got {value!r}")
-        store = remote_store(data, StoreOptions(storage_options, cache_dir, cache_limit))
         self._set_source(HyperspectralSource(data, patch_size=patch_size, bands=bands,
                                              store=store, labels=labels), data)
         self.seed, self.train, self.normalize = seed, bool(train), bool(normalize)

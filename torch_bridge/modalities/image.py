@@ -25,11 +25,12 @@ from dali_pipes.recipes.mixing import mix_params
 from dali_pipes.recipes.photometric import photometric_params
 from dali_pipes.recipes.policies import affine_matrices, photo_params, policy_ops
 from dali_pipes.sources.hf import image_source
-from dali_pipes.sources.image import ImageFolderSource, class_folder_objects
+from dali_pipes.sources.image import ImageFolderSource
+from dali_pipes.sources.layout import data_layout
 from dali_pipes.sources.options import ImageSourceOptions
-from dali_pipes.sources.shards import ShardSource, is_shard_data
-from dali_pipes.stores.options import StoreOptions
-from dali_pipes.stores.select import remote_store
+from dali_pipes.sources.shards import ShardSource
+from dali_pipes.stores import Store
+from dali_pipes.stores.select import local_files, open_store
 from torch_bridge._option_types import OptionTypeError
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities import image_scaled
@@ -72,19 +73,18 @@ class ImageModality(SourceModality):
     grayscale, blur or auto_augment.
     `image_column` / `label_column` (with `data` a Hugging Face `datasets.Dataset` only;
     default "image" / "label"): see dali_pipes.sources.hf.
-    For data behind URLs (WebDataset shards, or class folders in a listable store such as
-    `s3://bucket/train/`): `storage_options` (for fsspec), `cache_dir` and `cache_limit`
-    (bytes)."""
+    `data` may be behind URLs (WebDataset shards, or class folders in a listable store such
+    as `s3://bucket/train/`) or in a `store` handed in (docs/data_sources.md)."""
 
     name = "image"
     dali_outputs = image_graph.OUTPUTS
 
     # make_loader's image options: the fields of these (each default and type is written
     # there once); `recipe` (a preset) fills the options not given.
-    option_groups = (ImageRecipe, DecodeOptions, ImageSourceOptions, StoreOptions)
+    option_groups = (ImageRecipe, DecodeOptions, ImageSourceOptions)
 
     def __init__(self, data, *, seed: int, recipe: str | os.PathLike | None = None,
-                 **options: Any):
+                 store: Store | None = None, **options: Any):
         given = split_options(options, self.option_groups)
         recipe_options = given[ImageRecipe]
         _check_size_type(recipe_options.get("size", 224))
@@ -98,7 +98,7 @@ class ImageModality(SourceModality):
             self.recipe = with_alpha_channel(self.recipe, *alpha_norm)
         self.augment_policy = self.recipe.auto_augment
         self._set_source(_image_source(data, ImageSourceOptions(**given[ImageSourceOptions]),
-                                       StoreOptions(**given[StoreOptions])), data)
+                                       store), data)
         if isinstance(self.source, ShardSource):
             self.multi_source = self.source.multi_source
         self.seed, self.size, self.train = seed, self.recipe.size[0], self.recipe.train
@@ -307,16 +307,18 @@ def _check_size_type(size) -> None:
                               f"{{first_epoch: size}} table or a function of the epoch")
 
 
-def _image_source(data, options: ImageSourceOptions, stores: StoreOptions):
-    """WebDataset shards (local or URLs, sources/shards.py), class folders behind URLs
-    (sources/image.py), a Hugging Face dataset or local class folders (sources/hf.py)."""
+def _image_source(data, options: ImageSourceOptions, store: Store | None):
+    """WebDataset shards (sources/shards.py), class folders in a store other than local
+    files (sources/image.py), a Hugging Face dataset or local class folders
+    (sources/hf.py)."""
     max_pixels = options.max_pixels
-    store = remote_store(data, stores)
-    if is_shard_data(data):
-        objects = class_folder_objects(data, store) if store is not None else None
-        if store is not None and objects is not None:
-            return ImageFolderSource(data, max_pixels=max_pixels, store=store, objects=objects)
-        return ShardSource(data, store=store, remote=stores.as_kwargs(), max_pixels=max_pixels)
+    store = store or open_store(data)
+    layout = data_layout(data, store)
+    if layout.shards:
+        return ShardSource(data, store=store, max_pixels=max_pixels)
+    if not local_files(store):
+        return ImageFolderSource(data, max_pixels=max_pixels, store=store,
+                                 objects=layout.objects)
     return image_source(data, max_pixels=max_pixels, image_column=options.image_column,
                         label_column=options.label_column)
 

@@ -42,6 +42,8 @@ from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.recipes.augment import flips
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.sources.video_data import video_source
+from dali_pipes.stores import Store
+from dali_pipes.stores.select import open_store
 from torch_bridge import registry
 from torch_bridge.engines._autoworkers import rank_cores
 from torch_bridge.errors import SampleGuard
@@ -109,7 +111,7 @@ class ClipModality(SourceModality):
     def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
                  size=224, train: bool = True, clips_per_video: int = 1,
                  pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
-                 short_side: int | None = None, views=None):
+                 short_side: int | None = None, views=None, store: Store | None = None):
         if not isinstance(train, (bool, np.bool_)):
             raise ValueError(f"train must be True or False, got {train!r}")
         self.size = _check_size(size)
@@ -124,8 +126,9 @@ class ClipModality(SourceModality):
         # fields the torch collate pads along time (none unless pad="variable")
         self.padded_fields = (registry.get(self.name).batch_schema.time_fields()
                               if self.variable else ())
-        self._set_source(self._make_source(data, clip_length=clip_length, stride=stride,
-                                           clips_per_video=clips, crops=crops), data)
+        self._set_source(self._make_source(data, store=store, clip_length=clip_length,
+                                           stride=stride, clips_per_video=clips, crops=crops),
+                         data)
         self.seed, self.train = seed, bool(train)
 
     @property
@@ -133,8 +136,8 @@ class ClipModality(SourceModality):
         """Whether clips are cut from short-side resized frames (resize="short_side")."""
         return self.short_side is not None
 
-    def _make_source(self, data, **clip_options):
-        return self.source_class(data, **clip_options)
+    def _make_source(self, data, *, store: Store | None, **clip_options):
+        return self.source_class(data, store=store, **clip_options)
 
     def _read(self, epoch: int, index: int, key: int | None = None) -> dict:
         """One sample's feeds (the subclass reads its clip: a video file or a frame folder)."""
@@ -221,9 +224,8 @@ class ClipModality(SourceModality):
 class VideoModality(ClipModality):
     """Video files in class folders (see ClipModality for the options; `resize`,
     `short_side` and `views`, aspect-keeping crops and multi-view evaluation:
-    docs/video_crops.md), local or behind URLs (`s3://bucket/train/`), or WebDataset
-    shards of video members (docs/data_sources.md); `storage_options`, `cache_dir` and
-    `cache_limit` (bytes) for data behind URLs, as for images. `device` ("cpu",
+    docs/video_crops.md), local, behind URLs (`s3://bucket/train/`) or in a store handed
+    in, or WebDataset shards of video members (docs/data_sources.md). `device` ("cpu",
     "cuda", "cuda:N"; fixed here, never changed by build_pipeline) chooses the DALI graph's
     device and, on a GPU, the decoder of each file (`dali_pipes.gpu.nvdec.route`: NVDEC where
     the GPU family's tables and the one-time device probe allow it, else the PyAV fallback).
@@ -239,18 +241,15 @@ class VideoModality(ClipModality):
     dali_outputs, variable_outputs = graph.OUTPUTS, graph.VARIABLE_OUTPUTS
     source_class = VideoFolderSource
 
-    def _make_source(self, data, **clip_options):
-        return video_source(data, remote=self._remote, **clip_options)
+    def _make_source(self, data, *, store: Store | None, **clip_options):
+        return video_source(data, store=store or open_store(data), **clip_options)
 
-    def __init__(self, data, *, device: str = "cpu", storage_options: dict | None = None,
-                 cache_dir: str | None = None, cache_limit: int | None = None,
-                 scaled_decode: bool = True, decode_threads: int = 0, **options):
+    def __init__(self, data, *, device: str = "cpu", scaled_decode: bool = True,
+                 decode_threads: int = 0, **options):
         if isinstance(decode_threads, bool) or not isinstance(decode_threads, (int, np.integer)) \
                 or decode_threads < 0:
             raise ValueError(f"decode_threads must be an int >= 0, got {decode_threads!r}")
         self.scaled_decode, self.decode_threads = bool(scaled_decode), int(decode_threads)
-        self._remote = {"storage_options": storage_options, "cache_dir": cache_dir,
-                        "cache_limit": cache_limit}
         super().__init__(data, **options)
         self.multi_source = getattr(self.source, "multi_source", self.multi_source)
         self.device = torch.device(device)

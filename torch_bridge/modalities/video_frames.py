@@ -1,7 +1,7 @@
 """`modality="video"` over a frame-folder tree (`python -m dali_pipes.frames extract`), local,
 as class folders behind URLs (`s3://bucket/train/<class>/<clip>/`) or packed into shards
-(`python -m dali_pipes.pack --modality frames`; `dali_pipes.sources.frame_stores`), with
-`storage_options`, `cache_dir` and `cache_limit` as for videos.
+(`python -m dali_pipes.pack --modality frames`; `dali_pipes.sources.frame_stores`), in any
+store, as for videos.
 
 Same options, batch schema and clip sampling as `VideoModality` ("frames" (B, T, 3, H, W)
 float32 normalized, "timestamps" (B, T) float64, "label", "index"); `make_loader` picks this
@@ -34,6 +34,8 @@ from dali_pipes.pipelines import video_frames as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.frame_data import frame_source
 from dali_pipes.sources.video_frames import FrameFolderSource
+from dali_pipes.stores import Store
+from dali_pipes.stores.select import open_store
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.clip_resize import crop_feeds, roi_feeds
 from torch_bridge.modalities.video import ClipModality
@@ -50,18 +52,14 @@ class FrameFolderModality(ClipModality):
     def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
                  size=224, train: bool = True, clips_per_video: int = 1,
                  pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
-                 short_side: int | None = None, views=None,
-                 storage_options: dict | None = None, cache_dir: str | None = None,
-                 cache_limit: int | None = None):
-        self._remote = {"storage_options": storage_options, "cache_dir": cache_dir,
-                        "cache_limit": cache_limit}
+                 short_side: int | None = None, views=None, store: Store | None = None):
         super().__init__(data, seed=seed, clip_length=clip_length, stride=stride, size=size,
                          train=train, clips_per_video=clips_per_video, pad=pad,
-                         resize=resize, short_side=short_side, views=views)
+                         resize=resize, short_side=short_side, views=views, store=store)
         self.multi_source = getattr(self.source, "multi_source", self.multi_source)
 
-    def _make_source(self, data, **clip_options):
-        return frame_source(data, remote=self._remote, **clip_options)
+    def _make_source(self, data, *, store: Store | None, **clip_options):
+        return frame_source(data, store=store or open_store(data), **clip_options)
 
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,

@@ -33,6 +33,7 @@ import numpy as np
 
 from dali_pipes.cli import ArgumentParser
 from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
+from dali_pipes.stores import Store
 from torch_bridge import registry
 
 MODALITIES = registry.names()
@@ -116,7 +117,8 @@ def _video_units(src) -> Units:
     return [(src.path(i), functools.partial(video, i)) for i in range(len(src))]
 
 
-def _units(modality: str, data, *, decode: bool, options: dict) -> tuple[object, Units]:
+def _units(modality: str, data, *, decode: bool, options: dict, store=None
+           ) -> tuple[object, Units]:
     """(source, [(path, check)]): the modality made as make_loader makes it (through the
     registry: every `data` make_loader takes, with its validation), and one check per file
     its loaders read: the cheap checks of the source's own reads where it has them, else
@@ -125,7 +127,7 @@ def _units(modality: str, data, *, decode: bool, options: dict) -> tuple[object,
         raise ValueError(f"modality must be one of {', '.join(MODALITIES)}, got {modality!r}")
     spec = registry.get(modality)
     known = spec.options()
-    made = spec.create(data, seed=0, device="cpu",
+    made = spec.create(data, seed=0, device="cpu", store=store,
                        options={k: v for k, v in options.items() if k in known})
     src = made.source
     if hasattr(src, "read_checked"):
@@ -142,7 +144,7 @@ def _units(modality: str, data, *, decode: bool, options: dict) -> tuple[object,
 def check_data(data, *, modality: str | None = None, decode: bool = False,
                max_pixels: int | None = None, progress: Callable[[int, int], None] | None = None,
                annotations: str = DEFAULT_ANNOTATIONS,
-               storage_options: dict | None = None) -> Report:
+               storage_options: dict | None = None, store: Store | None = None) -> Report:
     """Check every sample of `data` as the loaders would.
 
     Args:
@@ -155,14 +157,18 @@ def check_data(data, *, modality: str | None = None, decode: bool = False,
         progress: called as progress(done, total) after each file.
         annotations: the COCO file of a detection data set (as make_loader's option).
         storage_options: for data behind URLs, passed to fsspec (as make_loader's option).
+        store: a store to list and read `data` through (as make_loader's `store=`).
 
     Returns:
         A Report. Errors of making the source itself (make_loader would fail) propagate.
     """
+    if store is not None and modality is None:
+        raise ValueError("check_data: give the modality with store= (the modality is "
+                         "guessed from local files only)")
     modality = modality or detect_modality(data)
     options = {"annotations": annotations, "max_pixels": max_pixels,
                "storage_options": storage_options}
-    source, units = _units(modality, data, decode=decode,
+    source, units = _units(modality, data, decode=decode, store=store,
                            options={k: v for k, v in options.items() if v is not None})
     report = Report(modality)
     listing = getattr(source, "listing", None)

@@ -1,7 +1,8 @@
 """A read-only, seekable file object over an object in a store, or a byte range of one.
 
-`StoreFile` reads through `store.read_range(url, offset, size)` (the store's retries,
-timeouts and block cache apply), so a library that takes file objects (PyAV, tarfile) reads
+`StoreFile` reads through `store.read_range(url, offset, size, stat)` (the store's retries,
+timeouts, version check and block cache apply; `stat`: the object's listed size and
+version, where known), so a library that takes file objects (PyAV, tarfile) reads
 only the byte ranges it asks for: in chunks of `chunk` bytes (a small read-ahead; the last
 chunk is kept), never the whole object. `base` and `size` make it a view of one member of a
 tar shard (`base` = the member's data offset in the shard).
@@ -39,6 +40,7 @@ class ObjectBytes:
     kept: dict[int, np.ndarray] = field(default_factory=dict)
     fetched: int = 0  # bytes asked of the store
     requests: int = 0
+    stat: tuple[int, int] | None = None  # the whole object's listed (size, version)
 
     def open(self, *, keep: bool = False) -> StoreFile:
         """A new file object over the object (`keep`: keep every chunk it fetches)."""
@@ -46,7 +48,8 @@ class ObjectBytes:
 
     def fetch(self, offset: int, size: int) -> np.ndarray:
         """`size` bytes from `offset` of the object, read from the store (counted)."""
-        data = self.store.read_range(self.url, self.base + offset, size)  # type: ignore[attr-defined]
+        data = self.store.read_range(self.url, self.base + offset, size,  # type: ignore[attr-defined]
+                                     self.stat)
         self.fetched += size
         self.requests += 1
         return data
