@@ -260,5 +260,5 @@ def attach_sizes(stats: LoaderStats, modality) -> None:
                          "stats", None)
     if getattr(file_stats, "taken", True):
         stats.sizes = sample_bytes(modality)
-    elif sample_bytes_known(modality):
+    elif file_stats is not None and sample_bytes_known(modality):
         stats.sizes_later = lambda indices: np.maximum(file_stats.sizes_of(indices), 0)
