@@ -25,10 +25,14 @@ Modes (`detection_geometry`):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dali_pipes.recipes.augment import _MASK, flips, random_resized_crop, uniforms
+
+if TYPE_CHECKING:
+    from dali_pipes.detection_options import DetectionCrop
 
 STREAM_JITTER = 11  # large-scale jitter: factor and crop offset
 _ATTEMPT_SEED = 0x9E3779B97F4A7C15
@@ -137,22 +141,22 @@ def crop_windows(seed: int, epoch: int, keys, heights, widths, boxes: list[np.nd
 
 
 def train_geometry(seed: int, epoch: int, keys, heights, widths, boxes: list[np.ndarray],
-                   canvas: tuple[int, int], *, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
-                   min_iou: float | None = None, attempts: int = 10, hflip: float = 0.5,
-                   scale_jitter: tuple[float, float] | None = None) -> Geometry:
-    """Training geometry (see the module docstring) for a batch of plan keys."""
+                   canvas: tuple[int, int], crop: DetectionCrop) -> Geometry:
+    """Training geometry (see the module docstring) for a batch of plan keys, under the
+    validated crop options `crop` (`dali_pipes.detection_options.DetectionCrop`)."""
     keys = np.asarray(keys, np.int64)
     h = np.asarray(heights, np.float64)
     w = np.asarray(widths, np.float64)
-    flip = flips(seed, epoch, keys, hflip)
+    flip = flips(seed, epoch, keys, crop.hflip)
     n = len(keys)
-    if scale_jitter is None:
-        window = crop_windows(seed, epoch, keys, heights, widths, boxes, scale=scale,
-                              ratio=ratio, min_iou=min_iou, attempts=attempts)
+    if crop.scale_jitter is None:
+        window = crop_windows(seed, epoch, keys, heights, widths, boxes, scale=crop.scale,
+                              ratio=crop.ratio, min_iou=crop.min_iou,
+                              attempts=crop.crop_attempts)
         resized = np.tile(np.asarray(canvas, np.int64), (n, 1))
         return Geometry(window, resized, np.zeros((n, 2), np.int64), flip, canvas)
     u = uniforms(seed, epoch, keys, STREAM_JITTER, 3)
-    lo, hi = scale_jitter
+    lo, hi = crop.scale_jitter
     factor = (lo + u[:, 0] * (hi - lo)) * np.minimum(canvas[0] / h, canvas[1] / w)
     resized = _scaled(h, w, factor)
     spare = np.maximum(resized - np.asarray(canvas, np.int64), 0)
