@@ -27,7 +27,8 @@ def make_loader(modality: str, data: Any, *,
                 shuffle: bool = True, seed: int = 0, drop_last: bool = False,
                 rank: int | None = None, world_size: int | None = None,
                 on_error: Literal["raise", "skip"] = "raise",
-                sampling: Literal["uniform", "class_balanced", "repeated"] | Sampling = "uniform",
+                sampling: Literal["uniform", "class_balanced", "repeated"] | Sampling
+                | Mapping[str, Any] = "uniform",
                 store: Store | None = None, fields: Sequence[str] | None = None,
                 log_every: int | None = None, **modality_options: Any) -> Loader:
     """A drop-in iterable of batch dicts (`dict[str, torch.Tensor]`) for a training loop.
@@ -72,8 +73,9 @@ def make_loader(modality: str, data: Any, *,
             data set holds, with replacement, every class equally likely; "repeated":
             DeiT's repeated augmentation, each shuffled index `repeats` times with its own
             augmentation (torch_bridge.order.repeated); or a `Sampling` (with the
-            options below). Shorthands: `repeats=` (copies of each index per epoch with
-            sampling="repeated", default 3); `min_per_source=` (with `data` a list of
+            options below), or a dict of its fields. Shorthands: `repeats=` (copies of
+            each index per epoch with sampling="repeated", default 3); `min_per_source=`
+            (with `data` a list of
             folders, every batch on every rank holds at least that many samples of each
             source; like class_balanced sampling it is deterministic under (seed, epoch),
             resumes exactly and repeats samples); `order=` ("global": one permutation of

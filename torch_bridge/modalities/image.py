@@ -54,15 +54,10 @@ class ImageModality(SourceModality):
     """Options: `size` (an int or (H, W), default 224) and `train` (random resized crop +
     flip, default True; False: resize shorter side to max(size) / crop_pct and crop the
     centre), plus the recipe options of docs/recipes.md (validated by
-    `dali_pipes.recipes.image_recipe`), in groups (`dali_pipes.recipes`): `crop` (scale,
-    ratio, interpolation, crop_pct, hflip, vflip), `output` (mean, std, dtype,
-    memory_format), `photometric` (color_jitter, grayscale, blur, blur_sigma, blur_kernel),
-    `policy` (auto_augment, num_ops, magnitude, magnitude_std), `erasing` (p, scale, ratio,
-    value: shorthands erasing, erasing_scale, erasing_ratio, erasing_value) and `mixing`
-    (mixup, cutmix, mix_prob, switch_prob, mix_mode, label_smoothing, num_classes): each
-    keyword takes the group or a dict of its fields, each field is also a flat keyword;
-    `recipe` (a preset name or a TOML path, `dali_pipes.recipes.files`) sets every option
-    not given.
+    `dali_pipes.recipes.image_recipe`) in the groups `crop`, `output`, `photometric`,
+    `policy`, `erasing` and `mixing` (`dali_pipes.recipes`: each keyword takes its group or
+    a dict of its fields, each field is also a flat keyword); `recipe` (a preset name or a
+    TOML path, `dali_pipes.recipes.files`) sets every option not given.
     `max_pixels`: images whose header claims more pixels are bad samples under on_error, on
     both backends, before decoding (default PIL's 89,478,485; None: no limit).
     Files: JPEG, PNG, WebP, BMP, TIFF, GIF and JPEG 2000 (.jp2 or raw J2K), recognised
