@@ -25,14 +25,10 @@ Modes (`detection_geometry`):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dali_pipes.recipes.augment import _MASK, flips, random_resized_crop, uniforms
-
-if TYPE_CHECKING:
-    from dali_pipes.detection_options import DetectionCrop
 
 STREAM_JITTER = 11  # large-scale jitter: factor and crop offset
 _ATTEMPT_SEED = 0x9E3779B97F4A7C15
@@ -140,10 +136,27 @@ def crop_windows(seed: int, epoch: int, keys, heights, widths, boxes: list[np.nd
     return out
 
 
+@dataclass(frozen=True)
+class DetectionCrop:
+    """The training crop's options (make_loader's detection group `crop=`, validated by
+    `dali_pipes.detection_options.detection_options`): the random resized crop's area
+    `scale` and aspect `ratio` ranges; `min_iou` None, or box-aware crops (the first of
+    `crop_attempts` windows whose IoU with some box reaches it, else the whole image); the
+    flip probability `hflip`; `scale_jitter` None, or (low, high): large-scale jitter
+    instead of the crop."""
+
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    min_iou: float | None = None
+    crop_attempts: int = 10
+    hflip: float = 0.5
+    scale_jitter: tuple[float, float] | None = None
+
+
 def train_geometry(seed: int, epoch: int, keys, heights, widths, boxes: list[np.ndarray],
                    canvas: tuple[int, int], crop: DetectionCrop) -> Geometry:
     """Training geometry (see the module docstring) for a batch of plan keys, under the
-    validated crop options `crop` (`dali_pipes.detection_options.DetectionCrop`)."""
+    validated crop options `crop`."""
     keys = np.asarray(keys, np.int64)
     h = np.asarray(heights, np.float64)
     w = np.asarray(widths, np.float64)

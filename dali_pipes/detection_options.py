@@ -12,27 +12,13 @@ from typing import Any
 import numpy as np
 
 from dali_pipes import boxes as geo
+from dali_pipes.boxes import DetectionCrop
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.option_groups import build, expand, group
 from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
 
 MAX_SIZE_RATIO = 1333 / 800  # torchvision's detection default: min_size 800, max_size 1333
-
-
-@dataclass(frozen=True)
-class DetectionCrop:
-    """The training crop (make_loader's `crop=` group): the random resized crop's area
-    `scale` and aspect `ratio` ranges; `min_iou` None, or box-aware crops (the first of
-    `crop_attempts` windows whose IoU with some box reaches it, else the whole image); the
-    flip probability `hflip`; `scale_jitter` None, or (low, high): large-scale jitter
-    instead of the crop."""
-
-    scale: tuple[float, float] = (0.08, 1.0)
-    ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    min_iou: float | None = None
-    crop_attempts: int = 10
-    hflip: float = 0.5
-    scale_jitter: tuple[float, float] | None = None
+__all__ = ["DetectionCrop", "DetectionOptions", "DetectionSourceOptions", "detection_options"]
 
 
 @dataclass(frozen=True)
