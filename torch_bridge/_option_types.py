@@ -7,12 +7,13 @@ naming the option when the loader is made, never a mode nobody asked for.
 
 What is checked: `int` (not bool; numpy integers pass), `float` (ints pass), `bool` (numpy
 bools pass), `str`, `None`, `Literal[...]` (the type of its values), option dataclasses
-(`Sampling`, `DaliBackend`: an instance) and unions of these. Annotations
-this module does not know (tuples, paths, mappings, `Any`) are left to the option's own
+(`Sampling`, `DaliBackend`: an instance), `Mapping[...]` (any mapping) and unions of these.
+Annotations this module does not know (tuples, paths, `Any`) are left to the option's own
 checks. An unannotated option whose default is a bool must be a bool.
 """
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import inspect
 import types
@@ -123,6 +124,8 @@ def _fits(value: Any, hint: Any) -> bool | object:
         return isinstance(value, str)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # an options value
         return isinstance(value, hint)
+    if origin is collections.abc.Mapping:  # a group given as a dict of its fields
+        return isinstance(value, collections.abc.Mapping)
     return _UNKNOWN
 
 

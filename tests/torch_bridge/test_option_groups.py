@@ -124,7 +124,8 @@ def test_a_misspelt_shorthand_or_field_gets_the_likely_meaning(image_folder, giv
 
 
 @pytest.mark.parametrize("option,value", [("repeats", "2"), ("order", 1),
-                                          ("shard_window", 1.5), ("mixup", "0.2")])
+                                          ("shard_window", 1.5), ("mixup", "0.2"),
+                                          ("sampling", 5), ("backend", {"config": None})])
 def test_shorthands_are_type_checked(image_folder, option, value):
     with pytest.raises(TypeError, match=rf"option {option}="):
         make_loader("image", image_folder, **{option: value})

@@ -43,14 +43,14 @@ class DetectionModality(SourceModality):
     scaled to fit, padded), `fit` ("longer": the image fits the canvas; "shorter": shorter
     side `size`, longer side at most `max_size`, default size * 1333 / 800, canvas
     max_size x max_size), `pad_to_multiple` (round the canvas up), the training crop's
-    group `crop` (`dali_pipes.detection_options.DetectionCrop`, or a dict; each field also
+    group `crop` (`dali_pipes.boxes.DetectionCrop`, or a dict; each field also
     a flat keyword): `scale` / `ratio` (the crop window's area fraction and aspect range),
     `min_iou` (None, or box-aware crops: the first of `crop_attempts` windows whose IoU
     with some box reaches it, else the whole image), `hflip` (probability, default 0.5),
     `scale_jitter` (None, or (low, high): large-scale jitter instead of the crop);
-    `min_box_size` (boxes narrower or lower than
-    this many output pixels are dropped and counted in "dropped_boxes", default 1),
-    `crowd` ("drop", default, or "keep": flagged in "iscrowd"), `masks` (True: "masks"
+    `min_box_size` (boxes narrower or lower than this many output pixels are dropped and
+    counted in "dropped_boxes", default 1), `crowd` ("drop", default, or "keep": flagged in
+    "iscrowd"), `masks` (True: "masks"
     uint8 (B, N, H, W); an annotation whose segmentation is empty, `[]`, gets an all-zero
     mask, and the loader warns once naming each such file and count), `semantic` (True:
     "semantic" uint8 (B, H, W), label + 1 of the last annotation covering each pixel, 0
