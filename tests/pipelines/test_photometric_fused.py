@@ -63,7 +63,7 @@ def _torchvision(image, row, recipe):
     with the float32 row's factors (as the loader passes them; 1 - factor then matches the
     operator's)."""
     from torch_bridge.recipes.photometric import apply_photometric
-    assert recipe.blur == 0
+    assert recipe.photometric.blur == 0
     t = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
     return apply_photometric(t, np.asarray(row, np.float32), 0.0, recipe).permute(1, 2, 0).numpy()
 

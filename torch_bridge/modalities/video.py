@@ -33,8 +33,9 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from dali_pipes.clip_crops import ClipResize, check_crop_options, clip_windows
-from dali_pipes.clips import LoaderPad, check_loader_pad
+from dali_pipes.clip_crops import check_crop_options, clip_windows
+from dali_pipes.clip_options import ClipOptions, VideoDecodeOptions
+from dali_pipes.clips import check_loader_pad
 from dali_pipes.formats.video import decoder_threads
 from dali_pipes.gpu.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
@@ -55,6 +56,7 @@ from torch_bridge.modalities.clip_resize import (
     resize_crop,
     roi_feeds,
 )
+from torch_bridge.options import split_options
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
 _DUMMY_BYTES = np.zeros(1, np.uint8)
@@ -108,28 +110,29 @@ class ClipModality(SourceModality):
     dali_outputs: tuple[str, ...] = ()
     variable_outputs: tuple[str, ...] = ()
 
-    def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
-                 size=224, train: bool = True, clips_per_video: int = 1,
-                 pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
-                 short_side: int | None = None, views=None, store: Store | None = None):
-        if not isinstance(train, (bool, np.bool_)):
-            raise ValueError(f"train must be True or False, got {train!r}")
-        self.size = _check_size(size)
+    option_groups: tuple[type, ...] = (ClipOptions,)
+
+    def __init__(self, data, *, seed: int, store: Store | None = None, **options: Any):
+        given = split_options(options, (ClipOptions,), where=f"make_loader({self.name!r})")
+        o = ClipOptions(**given[ClipOptions])
+        if not isinstance(o.train, (bool, np.bool_)):
+            raise ValueError(f"train must be True or False, got {o.train!r}")
+        self.size = _check_size(o.size)
         # short_side None: resize="squash"; views as (clips, crops) or None
         self.short_side, clips, crops = check_crop_options(
-            resize=resize, short_side=short_side, views=views, size=self.size,
-            train=bool(train), clips_per_video=clips_per_video)
-        self.views = None if views is None else (clips, crops)
-        self.variable = check_loader_pad(pad) == "variable"
+            resize=o.resize, short_side=o.short_side, views=o.views, size=self.size,
+            train=bool(o.train), clips_per_video=o.clips_per_video)
+        self.views = None if o.views is None else (clips, crops)
+        self.variable = check_loader_pad(o.pad) == "variable"
         if self.variable:
             self.dali_outputs = self.variable_outputs
         # fields the torch collate pads along time (none unless pad="variable")
         self.padded_fields = (registry.get(self.name).batch_schema.time_fields()
                               if self.variable else ())
-        self._set_source(self._make_source(data, store=store, clip_length=clip_length,
-                                           stride=stride, clips_per_video=clips, crops=crops),
-                         data)
-        self.seed, self.train = seed, bool(train)
+        self._set_source(self._make_source(data, store=store, clip_length=o.clip_length,
+                                           stride=o.stride, clips_per_video=clips,
+                                           crops=crops), data)
+        self.seed, self.train = seed, bool(o.train)
 
     @property
     def crop(self) -> bool:
@@ -244,13 +247,19 @@ class VideoModality(ClipModality):
     def _make_source(self, data, *, store: Store | None, **clip_options):
         return video_source(data, store=store or open_store(data), **clip_options)
 
-    def __init__(self, data, *, device: str = "cpu", scaled_decode: bool = True,
-                 decode_threads: int = 0, **options):
-        if isinstance(decode_threads, bool) or not isinstance(decode_threads, (int, np.integer)) \
-                or decode_threads < 0:
-            raise ValueError(f"decode_threads must be an int >= 0, got {decode_threads!r}")
-        self.scaled_decode, self.decode_threads = bool(scaled_decode), int(decode_threads)
-        super().__init__(data, **options)
+    option_groups: tuple[type, ...] = (ClipOptions, VideoDecodeOptions)
+
+    def __init__(self, data, *, seed: int, device: str = "cpu", store: Store | None = None,
+                 **options: Any):
+        given = split_options(options, (VideoDecodeOptions,), rest=True,
+                              where=f"make_loader({self.name!r})")
+        decode = VideoDecodeOptions(**given[VideoDecodeOptions])
+        threads = decode.decode_threads
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) \
+                or threads < 0:
+            raise ValueError(f"decode_threads must be an int >= 0, got {threads!r}")
+        self.scaled_decode, self.decode_threads = bool(decode.scaled_decode), int(threads)
+        super().__init__(data, seed=seed, store=store, **given[None])
         self.multi_source = getattr(self.source, "multi_source", self.multi_source)
         self.device = torch.device(device)
         self.dali_device: Literal["cpu", "gpu"] = "gpu" if self.device.type == "cuda" else "cpu"
