@@ -27,6 +27,8 @@ if __package__ in (None, ""):
 
 import numpy as np
 
+from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
+
 CLIP = 16
 
 
@@ -55,9 +57,9 @@ def _clip_bytes(source, starts) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {"decode": [], "segment": []}
     for start in starts:
         frames = np.arange(start, start + CLIP)
-        for what, read in (("decode", source.decode_clip), ("segment", source.read_segment)):
+        for what, request in (("decode", DecodedClipRead(frames)), ("segment", ClipRead(frames))):
             before = source.fetched()[0]
-            read(0, frames)
+            source.read(0, request)
             out[what].append(source.fetched()[0] - before)
     return out
 
@@ -65,7 +67,7 @@ def _clip_bytes(source, starts) -> dict[str, list[int]]:
 def _clips_per_s(source, starts) -> float:
     t0 = time.perf_counter()
     for start in starts:
-        source.decode_clip(0, np.arange(start, start + CLIP))
+        source.read(0, DecodedClipRead(np.arange(start, start + CLIP)))
     return len(starts) / (time.perf_counter() - t0)
 
 

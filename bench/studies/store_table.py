@@ -95,7 +95,7 @@ def describe(data: str, probe: int = 64) -> dict:
     from dali_pipes.sources.image import ImageFolderSource
     from dali_pipes.sources.shards import ShardSource, is_shard_data
     source = ShardSource(data) if is_shard_data(data) else ImageFolderSource(data)
-    reads = [source.read_checked(i) for i in range(min(probe, len(source)))]
+    reads = [source.read(i) for i in range(min(probe, len(source)))]
     return {"samples": len(source), "mean_bytes": float(np.mean([len(r[0]) for r in reads])),
             "mean_height": float(np.mean([r[1][0] for r in reads])),
             "mean_width": float(np.mean([r[1][1] for r in reads]))}
