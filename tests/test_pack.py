@@ -15,7 +15,7 @@ from dali_pipes.pack import pack
 from dali_pipes.sources.protocol import STORED
 from dali_pipes.sources.shards import ShardSource
 from dali_pipes.stores.shard_writer import part_shards, plan_shards
-from tests.torch_bridge.contract import assert_same, copies
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 SHARD = 40_000  # bytes: the 37 test JPEGs (~6 kB each) make several shards
 

@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     if args.data is None:
-        from dali_pipes.testing.sample_hyperspectral import hyperspectral_dataset
+        from dali_pipes.sample_data.sample_hyperspectral import hyperspectral_dataset
         args.data = hyperspectral_dataset()
     source = HyperspectralSource(args.data, patch_size=args.patch_size)
     report = {"data": str(args.data), "scenes": len(source.scenes), "samples": len(source),

@@ -34,7 +34,7 @@ def _tree(base: str, classes: int, per_class: int) -> str:
         return data
     import numpy as np
 
-    from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+    from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
     os.makedirs(base, exist_ok=True)
     seeds = []
     for k in range((classes * per_class + _PER_SEED - 1) // _PER_SEED):

@@ -65,7 +65,7 @@ def main(argv=None) -> int:
 
     import numpy as np
 
-    from dali_pipes.testing.sample_hyperspectral import hyperspectral_dataset
+    from dali_pipes.sample_data.sample_hyperspectral import hyperspectral_dataset
     from tests.stores.servers import MotoS3
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--patches", type=int, default=2000)

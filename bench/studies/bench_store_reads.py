@@ -36,11 +36,11 @@ def cpu_us_per_sample(read, order) -> float:
 def main(argv=None) -> int:
     import numpy as np
 
+    from dali_pipes.sample_data.sample_images import image_dataset
     from dali_pipes.sources.image import ImageFolderSource
     from dali_pipes.sources.protocol import STORED
     from dali_pipes.sources.shards import ShardSource
     from dali_pipes.stores.remote import FsspecStore
-    from dali_pipes.testing.sample_data import image_dataset
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--images", type=int, default=640)
     p.add_argument("--rounds", type=int, default=7)

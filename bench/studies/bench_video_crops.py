@@ -28,9 +28,9 @@ from dali_pipes.clip_crops import clip_windows, source_roi
 from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
 from dali_pipes.pipelines.video import build_video_pipeline
+from dali_pipes.sample_data.sample_images import cache_root
 from dali_pipes.sources.protocol import ClipRead
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_data import cache_root
 
 
 def _resize_then_crop(device: str, resized, size):

@@ -72,10 +72,10 @@ def _clips_per_s(source, starts) -> float:
 
 
 def main(argv=None) -> int:
+    from dali_pipes.sample_data.video_shards import write_video_shards
     from dali_pipes.sources.video import VideoFolderSource
     from dali_pipes.sources.video_shards import VideoShardSource
     from dali_pipes.stores.remote import FsspecStore
-    from dali_pipes.testing.video_shards import write_video_shards
     from tests.stores.servers import MotoS3
     from tests.stores.test_s3_folders import _upload
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

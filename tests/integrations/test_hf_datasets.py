@@ -15,9 +15,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local files only, never the
 datasets = pytest.importorskip("datasets")
 
 from dali_pipes.formats.errors import FormatError  # noqa: E402
+from dali_pipes.sample_data.tiny_data import write_image_folder  # noqa: E402
 from dali_pipes.sources.hf import HFImageSource  # noqa: E402
 from dali_pipes.sources.protocol import STORED  # noqa: E402
-from dali_pipes.testing.tiny_data import write_image_folder  # noqa: E402
 from torch_bridge import SampleError, make_loader  # noqa: E402
 
 OPTS = dict(batch_size=4, size=16, device="cpu")

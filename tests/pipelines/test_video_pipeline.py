@@ -15,10 +15,10 @@ from dali_pipes.pipelines.video_frames import (
     clip_lengths,
     padding_mask,
 )
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
+from dali_pipes.sample_data.sample_video import small_video_folder
 from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
-from dali_pipes.testing.sample_video import small_video_folder
 from tests.pipelines.graph import decodes_on_gpu, output_devices
 
 MEAN = np.array(IMAGENET_MEAN, np.float32)[:, None, None] * 255

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from dali_pipes.sample_data.sample_hyperspectral import write_scene
 from dali_pipes.sources.hyperspectral import HyperspectralSource
-from dali_pipes.testing.sample_hyperspectral import write_scene
 
 pytest.importorskip("spectral")
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats import FormatError
+from dali_pipes.sample_data.sample_detection import write_detection_folder
 from dali_pipes.sources.detection import DetectionSource
-from dali_pipes.testing.sample_detection import write_detection_folder
 
 pytest.importorskip("pycocotools")
 

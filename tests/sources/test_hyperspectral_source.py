@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats import FormatError
+from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder, write_scene
 from dali_pipes.sources.hyperspectral import HyperspectralSource, patch_augment
-from dali_pipes.testing.sample_hyperspectral import small_scene_folder, write_scene
 
 pytest.importorskip("spectral")
 

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats.errors import FormatError
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
 from dali_pipes.sources.protocol import STORED
 from dali_pipes.sources.shards import ShardSource
 from dali_pipes.stores.tar_index import load_index
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from torch_bridge import make_loader
 
 KEYS = ["ünïcode/日本", "plain", "d" * 120 + "/long", "é" * 60]  # the last: 120 bytes

@@ -9,9 +9,9 @@ import pytest
 
 from dali_pipes.formats import FormatError
 from dali_pipes.formats.video import decode_frames_pyav, probe_video, remux_segment
+from dali_pipes.sample_data.sample_video import small_video_folder
 from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_video import small_video_folder
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,9 @@ from tests.conftest import TinyData
 from tests.stores.servers import MotoS3, RangeServer
 from tests.stores.test_s3_folders import _upload
 from tests.torch_bridge import test_video_frames
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import SampleError, make_loader
 from torch_bridge.modalities.video_frames import FrameFolderModality
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
 from dali_pipes.sources.hyperspectral import HyperspectralSource
 from dali_pipes.stores.remote import FsspecStore, StoreError
 from dali_pipes.stores.remote_read import ObjectChanged
-from dali_pipes.testing.sample_hyperspectral import small_scene_folder
 from tests.stores.servers import MotoS3, RangeServer
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import make_loader
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 SCENES = ("a.hdr", "b.hdr", "c.spe")
 

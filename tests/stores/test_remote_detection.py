@@ -12,14 +12,14 @@ import pytest
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.pack import pack
+from dali_pipes.sample_data.sample_detection import CATEGORIES, tiny
 from dali_pipes.sources.detection import DetectionSource
 from dali_pipes.sources.detection_shards import DetectionShardSource
 from dali_pipes.stores.remote import FsspecStore
 from dali_pipes.stores.shard_writer import write_sample_shard
-from dali_pipes.testing.sample_detection import CATEGORIES, tiny
 from tests.stores.servers import MotoS3
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import make_loader
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 FIELDS = ("image_ids", "heights", "widths", "offsets", "boxes", "box_labels", "iscrowd",
           "ann_ids", "labels", "category_ids")

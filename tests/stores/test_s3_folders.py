@@ -13,8 +13,8 @@ import pytest
 from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.stores.remote import FsspecStore, StoreError
 from tests.stores.servers import MotoS3, RangeServer, free_port
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import make_loader
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 
 @pytest.fixture(scope="module")

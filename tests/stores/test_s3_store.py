@@ -10,8 +10,8 @@ import pytest
 from dali_pipes.sources.protocol import STORED
 from tests.sources.shard_data import write_shards
 from tests.stores.servers import MotoS3
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import SampleError, make_loader
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 
 @pytest.fixture(scope="module")

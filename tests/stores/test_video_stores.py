@@ -15,18 +15,18 @@ import pytest
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.video import probe_video
+from dali_pipes.sample_data.sample_video import write_video
+from dali_pipes.sample_data.video_shards import write_video_shards
 from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.sources.video_shards import VideoShardSource
 from dali_pipes.stores.remote import FsspecStore, StoreError
-from dali_pipes.testing.sample_video import write_video
-from dali_pipes.testing.video_shards import write_video_shards
 from tests.conftest import TinyData
 from tests.stores.servers import MotoS3, RangeServer
 from tests.stores.test_s3_folders import _upload
 from tests.torch_bridge import test_video_loader
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import SampleError, make_loader
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 SHARDS = "train-{000000..000002}.tar"
 _UPLOADED: dict = {}  # (server, shard folders) -> their URLs
