@@ -3,7 +3,7 @@ a one-line error naming it and exit 1, not a traceback."""
 from __future__ import annotations
 
 import dali_pipes.pack as pack_tool
-from dali_pipes.testing.tiny_data import write_image_folder
+from dali_pipes.sample_data.tiny_data import write_image_folder
 
 
 def test_a_source_file_vanishing_mid_pack_is_named(tmp_path, monkeypatch, capsys):

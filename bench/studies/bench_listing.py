@@ -106,7 +106,7 @@ def make_tree(base: str, classes: int, per_class: int) -> str:
     import numpy as np
 
     sys.path.insert(0, _HERE)
-    from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+    from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
     os.makedirs(base, exist_ok=True)
     seeds = []
     for k in range((classes * per_class + _PER_SEED - 1) // _PER_SEED):

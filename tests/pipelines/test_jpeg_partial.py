@@ -23,7 +23,7 @@ from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import build_image_pipeline
 from dali_pipes.pipelines.jpeg_partial import Finish, decode_crop_resize, partial_decode_applies
 from dali_pipes.recipes import Crop, ImageRecipe, Output
-from dali_pipes.testing.sample_data import photo_like
+from dali_pipes.sample_data.sample_images import photo_like
 from tests.conftest import undefined_quant_table
 from tests.pipelines.graph import graph_ops
 

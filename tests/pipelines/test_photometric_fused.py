@@ -18,7 +18,7 @@ from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import build_image_pipeline
 from dali_pipes.recipes import image_recipe
 from dali_pipes.recipes.photometric_graph import adjust_mask, fused_photometric_applies, photometric
-from dali_pipes.testing.sample_data import photo_like
+from dali_pipes.sample_data.sample_images import photo_like
 
 pytestmark = pytest.mark.parametrize("fused", [True])
 # the operator's steps: as the graph runs them (8 lanes where built with AVX2, the rest

@@ -107,7 +107,7 @@ class DetectionModality(SourceModality):
     def _read(self, index: int) -> tuple[np.ndarray, tuple[int, int], np.ndarray | None]:
         """Checked bytes, (h, w) and, with masks, the file-size masks (FormatError names
         the annotation file for a missing or undecodable segmentation)."""
-        data, hw = self.source.read_checked(index)
+        data, hw = self.source.read(index)
         if not (self.masks or self.semantic):
             return data, hw, None
         rows = self.source.rows(index)

@@ -257,7 +257,7 @@ class ImageModality(SourceModality):
     def _read(self, index: int):
         """(bytes, displayed (H, W), EXIF orientation, alpha plane or None) of a checked
         file (dali_pipes.formats.image_decode.prepare_decode)."""
-        data, size = self.source.read_checked(index)
+        data, size = self.source.read(index)
         return prepare_decode(data, size, self.path(index), self.decode)
 
     def after_batch(self, batch: dict[str, torch.Tensor], epoch: int, position: int

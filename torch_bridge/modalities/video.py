@@ -41,6 +41,7 @@ from dali_pipes.gpu.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.recipes.augment import flips
+from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.sources.video_data import video_source
 from dali_pipes.stores import Store
@@ -312,7 +313,7 @@ class VideoModality(ClipModality):
         chosen = self.decoder(index)[0]
         if chosen == ("nvdec" if self.dali_device == "gpu" else "dali_cpu"):
             self.decodes[chosen] += 1
-            sample["video"], sample["start"] = self.source.read_segment(index, frames)
+            sample["video"], sample["start"] = self.source.read(index, ClipRead(frames))
         else:
             self.decodes["pyav"] += 1
             # resized (and cut) here as on the torch path; the graph resizes DALI's clips only
@@ -335,7 +336,8 @@ class VideoModality(ClipModality):
         """Sample `index`'s clip decoded with PyAV, (T, H, W, 3) uint8 resized (and cut) to
         `size`: scaled in the decoder (`scaled_decode`), else full size through torchvision."""
         def decode(scale=None):
-            return self.source.decode_clip(index, frames, scale=scale, threads=self._threads())
+            return self.source.read(index, DecodedClipRead(frames, scale=scale,
+                                                           threads=self._threads()))
         if self.scaled_decode:
             return decode_scaled(decode, self.size, window)
         return resize_clip(decode(), self.size, window)
@@ -363,7 +365,7 @@ class VideoModality(ClipModality):
         """One clip decoded with PyAV: uint8 (T, 3, H, W), flipped and resized like DALI."""
         frames = self.clip(epoch, index, key)
         if not self.scaled_decode:
-            clip = self.source.decode_clip(index, frames, threads=self._threads())
+            clip = self.source.read(index, DecodedClipRead(frames, threads=self._threads()))
             return self._torch_sample(epoch, index, key, frames,
                                       torch.from_numpy(clip).permute(0, 3, 1, 2))
         info = self.source.info(index)

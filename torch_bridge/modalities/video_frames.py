@@ -31,6 +31,7 @@ import torch
 from dali_pipes.pipelines import video_frames as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.frame_data import frame_source
+from dali_pipes.sources.protocol import ClipRead
 from dali_pipes.sources.video_frames import FrameFolderSource
 from dali_pipes.stores import Store
 from dali_pipes.stores.select import open_store
@@ -68,7 +69,7 @@ class FrameFolderModality(ClipModality):
 
     def _read(self, epoch: int, index: int, key: int | None = None) -> dict:
         frames = self.clip(epoch, index, key)
-        jpegs, sizes = self.source.read_sized_jpegs(index, frames)
+        jpegs, sizes = self.source.read(index, ClipRead(frames))
         sample = {"jpegs": jpegs, "hw": None,
                   "timestamps": self.source.timestamps(index, frames)}
         if self.size is None or self.crop:  # one size per clip, from the headers
@@ -141,7 +142,7 @@ class FrameFolderModality(ClipModality):
 
         frames = self.clip(epoch, index, key)
         images = [decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
-                  for data in self.source.read_jpegs(index, frames)]
+                  for data in self.source.read(index, ClipRead(frames)).data]
         if self.size is None or self.crop:
             self._clip_resolution(index, frames, [tuple(im.shape[1:]) for im in images])
         return self._torch_sample(epoch, index, key, frames, torch.stack(images))

@@ -33,6 +33,7 @@ import numpy as np
 
 from dali_pipes.cli import ArgumentParser
 from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
+from dali_pipes.sources.protocol import ClipRead
 from dali_pipes.stores import Store
 from torch_bridge import registry
 
@@ -93,7 +94,7 @@ def _image_units(src, decode: bool) -> Units:
     """Images (class folders, shards, detection sets): the read and header checks of the
     loaders' reads (and a strict decode)."""
     def image(i: int) -> None:
-        raw, _ = src.read_checked(i)
+        raw, _ = src.read(i)
         if decode:
             _strict_decode(raw, src.path(i))
     return [(src.path(i), functools.partial(image, i)) for i in range(len(src))]
@@ -102,7 +103,7 @@ def _image_units(src, decode: bool) -> Units:
 def _frame_units(src, decode: bool) -> Units:
     """Frame folders (local, behind URLs, in shards): every frame read and checked."""
     def folder(i: int) -> None:
-        frames = src.read_jpegs(i, np.arange(src.frame_count(i)))
+        frames = src.read(i, ClipRead(np.arange(src.frame_count(i)))).data
         for k, raw in enumerate(frames if decode else []):
             _strict_decode(raw, f"{src.path(i)}/frame {k}")
     return [(src.path(i), functools.partial(folder, i)) for i in range(len(src))]
@@ -130,13 +131,14 @@ def _units(modality: str, data, *, decode: bool, options: dict, store=None
     made = spec.create(data, seed=0, device="cpu", store=store,
                        options={k: v for k, v in options.items() if k in known})
     src = made.source
-    if hasattr(src, "read_checked"):
+    kind = getattr(src, "data_kind", None)
+    if kind == "image":
         return src, _image_units(src, decode)
-    if hasattr(src, "read_jpegs"):
+    if kind == "frames":
         return src, _frame_units(src, decode)
-    if hasattr(src, "scenes") and hasattr(src, "cube"):
+    if kind == "patch" and hasattr(src, "scenes") and hasattr(src, "cube"):
         return src, [(s.path, functools.partial(src.cube, k)) for k, s in enumerate(src.scenes)]
-    if hasattr(src, "info"):
+    if kind == "video" and hasattr(src, "info"):
         return src, _video_units(src)
     return src, [(made.path(i), functools.partial(made.load, 0, i)) for i in range(len(made))]
 
