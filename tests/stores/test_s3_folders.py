@@ -119,7 +119,8 @@ def _moto_auth(s3: MotoS3, count: str) -> None:
 def test_an_unreachable_endpoint_names_the_url():
     options = {"key": "k", "secret": "s", "client_kwargs": {
         "endpoint_url": f"http://127.0.0.1:{free_port()}", "region_name": "us-east-1"}}
-    store = FsspecStore(storage_options=options, retries=1, backoff=0.01, timeout=2.0)
+    # a refused connection is not retried; the timeout only has to outlast a loaded machine
+    store = FsspecStore(storage_options=options, retries=1, backoff=0.01, timeout=20.0)
     with pytest.raises(StoreError, match=r"s3://nobody/train/: list failed after 1 attempt"):
         ImageFolderSource("s3://nobody/train/", store=store)
 
