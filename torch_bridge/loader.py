@@ -95,9 +95,9 @@ class Loader:
     # What a torch DataLoader loop reads besides the batches (torch_bridge._views).
     @property
     def dataset(self) -> DatasetView:
-        """The data set: `len()` its samples (all ranks), `dataset[i]` sample i's label,
-        index, path and the other fields that need no decoding (no file is read),
-        `dataset.load(i)` sample i decoded as the torch path reads it."""
+        """The data set: `len()` its samples (all ranks), `dataset[i]` sample i decoded as
+        the torch path reads it with its label, index and path, `dataset.info(i)` the same
+        without decoding (no file is read)."""
         return DatasetView(self, self._modality)
 
     @property
