@@ -13,6 +13,7 @@ from dali_pipes.launch_env import local_rank
 from torch_bridge._fields import check_fields, pick
 from torch_bridge._views import BatchSamplerView, DatasetView, SamplerView
 from torch_bridge.errors import SampleGuard, Skipped
+from torch_bridge.integrations.ray import train_ranks
 from torch_bridge.order.plan import EpochPlan
 from torch_bridge.order.ranks import resolve_ranks
 from torch_bridge.order.state import (
@@ -354,7 +355,7 @@ def _fingerprint(order: dict[str, Any]) -> str:
 def _resolve_rank(rank: int | None, world_size: int | None, *,
                   samples: int | None = None) -> tuple[int, int]:
     """torch_bridge.order.ranks.resolve_ranks, with the process group when there is one."""
-    group = None
+    group = train_ranks()  # a Ray Train worker without a process group: Ray's context
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         group = torch.distributed.get_rank(), torch.distributed.get_world_size()
     return resolve_ranks(rank, world_size, group=group, samples=samples)
