@@ -1,0 +1,125 @@
+"""The pack tool's engines: where the shard jobs run. Both take the same jobs (`ShardJob`),
+SRC's store and DST, and report each finished shard to the driver's `Progress`.
+
+- local: in this process, or `workers` processes of this machine (spawned).
+- ray: one Ray task per shard (1 CPU each; at most `workers` at once, default as many as
+  the cluster has CPUs) on the cluster at `address` (else `RAY_ADDRESS`, else a local Ray
+  started on 127.0.0.1 and stopped at the end; in a process where Ray is initialised, that
+  connection). A task whose worker or node dies is submitted again, up to MAX_ATTEMPTS,
+  with a line naming the shard; a task that raises (a SRC file that cannot be read) stops
+  the run with its error, as the local engine does. The driver never reads sample bytes.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from multiprocessing import get_context
+
+from dali_pipes.pack._args import PackArgumentError
+from dali_pipes.pack._progress import Progress
+from dali_pipes.pack._shard import ShardJob, pack_shard
+from dali_pipes.stores import Store
+from dali_pipes.stores.destination import Destination
+
+MAX_ATTEMPTS = 4  # tries of a shard whose Ray worker died (Ray's own default: 1 + 3)
+RAY_EXTRA = 'pip install "dali-pipes[ray]"'
+
+
+class PackTaskFailed(OSError):
+    """A shard's Ray task failed MAX_ATTEMPTS times for reasons outside it (worker or
+    node deaths)."""
+
+
+def run_local(jobs: list[ShardJob], store: Store, dest: Destination, workers: int,
+              progress: Progress) -> None:
+    work = functools.partial(pack_shard, store=store, dest=dest)
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            progress.done(work(job))
+        return
+    with get_context("spawn").Pool(min(workers, len(jobs))) as pool:
+        for record in pool.imap_unordered(work, jobs):
+            progress.done(record)
+
+
+def import_ray():
+    """`ray`, or PackArgumentError naming the extra that installs it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise PackArgumentError(f"--engine ray needs Ray, which is not installed here: "
+                                f"{RAY_EXTRA}") from exc
+    return ray
+
+
+@contextmanager
+def connected(address: str | None, workers: int | None) -> Iterator:
+    """`ray`, connected (see the module doc); a Ray this call started stops at the end."""
+    ray = import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    else:
+        ray.init(address="local", num_cpus=workers, include_dashboard=False,
+                 _node_ip_address="127.0.0.1", logging_level="ERROR", log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def run_ray(jobs: list[ShardJob], store: Store, dest: Destination, workers: int | None,
+            address: str | None, progress: Progress) -> None:
+    with connected(address, workers) as ray:
+        task = ray.remote(num_cpus=1, max_retries=0)(pack_shard)
+        shared = (ray.put(store), ray.put(dest))
+        limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        pending = deque((job, 1) for job in jobs)
+        running: dict = {}
+        try:
+            while pending or running:
+                while pending and len(running) < limit:
+                    job, attempt = pending.popleft()
+                    running[task.remote(job, *shared)] = (job, attempt)
+                [ref], _ = ray.wait(list(running), num_returns=1)
+                job, attempt = running.pop(ref)
+                retry = _finished(ray, ref, dest.path(job.name), attempt, progress)
+                if retry:
+                    pending.appendleft((job, attempt + 1))
+        finally:
+            for ref in running:  # after a failure: the others stop, nothing half-written stays
+                ray.cancel(ref)
+
+
+def _finished(ray, ref, shard: str, attempt: int, progress: Progress) -> bool:
+    """Report a finished task; whether to submit it again (its worker died). The task's
+    own error is raised as it was raised in the task."""
+    try:
+        progress.done(ray.get(ref))
+        return False
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        progress.say(f"{shard}: task failed ({_said(cause or exc)})")
+        if isinstance(cause, Exception):
+            raise cause from None
+        raise PackTaskFailed(f"{shard}: {_said(exc)}") from exc
+    except ray.exceptions.RayError as exc:
+        if attempt >= MAX_ATTEMPTS:
+            progress.say(f"{shard}: task failed ({_said(exc)}); gave up after {attempt} "
+                         "attempts")
+            raise PackTaskFailed(f"{shard}: its task failed {attempt} times, last: "
+                                 f"{_said(exc)}") from exc
+        progress.say(f"{shard}: task failed ({_said(exc)}); retrying it (attempt "
+                     f"{attempt + 1} of {MAX_ATTEMPTS})")
+        return True
+
+
+def _said(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first}"
