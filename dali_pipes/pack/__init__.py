@@ -53,7 +53,7 @@ from dali_pipes.pack._args import (
     parse_args,
 )
 from dali_pipes.pack._args import parser as cli_parser
-from dali_pipes.pack._engines import PackTaskFailed, run_local, run_ray
+from dali_pipes.pack._engines import PackTaskFailed, import_ray, run_local, run_ray
 from dali_pipes.pack._locks import locked
 from dali_pipes.pack._members import MODALITIES, MemberPacker, member_packer
 from dali_pipes.pack._owned import clean, dump_json, refuse_foreign
@@ -134,6 +134,8 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
         if value is not None or name in ("shard_size", "quality"):
             check_option(name, value)
     part = check_part(part)
+    if run.engine == "ray":
+        import_ray()  # before anything is listed or written: the extra to install
     check_paths(src, dst, run.store)
     store, dest = _stores(src, dst, run)
     source = _source(src, modality, max_side, store)
@@ -163,6 +165,10 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
 def _stores(src, dst, run: PackRun) -> tuple[Store, Destination]:
     """SRC's store and DST (storage options go to the URLs among them)."""
     url_options = StoreOptions(storage_options=run.storage_options)
+    if run.storage_options is not None and not (is_url(os.fspath(src)) and run.store is None
+                                                or is_url(os.fspath(dst))):
+        raise PackArgumentError(f"storage_options apply to URLs; SRC {src} and DST {dst} "
+                                "are not")
     try:
         store = resolve_store(os.fspath(src), run.store,
                               url_options if run.store is None and is_url(os.fspath(src))

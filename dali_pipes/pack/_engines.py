@@ -82,6 +82,7 @@ def run_ray(jobs: list[ShardJob], store: Store, dest: Destination, workers: int 
         limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         pending = deque((job, 1) for job in jobs)
         running: dict = {}
+        progress.started()
         try:
             while pending or running:
                 while pending and len(running) < limit:

@@ -51,6 +51,10 @@ class Progress:
                                           line="")
             self.bar.start()
 
+    def started(self) -> None:
+        """The work starts now (rates count from here: after an engine's start-up)."""
+        self.start = time.monotonic()
+
     def line(self) -> str:
         t = self.totals
         return (f"{self.shards}/{t.shards} shards, {self.samples}/{t.samples} samples, "

@@ -71,6 +71,9 @@ def encode(member: tuple[str, bytes], name: str, max_side: int, quality: int
             scale = max_side / max(image.size)
             size = tuple(max(1, round(s * scale)) for s in image.size)
             small = image.convert("RGB").resize(size, Image.Resampling.LANCZOS)
+    except Image.UnidentifiedImageError as exc:  # its message names a BytesIO's address
+        raise ValueError(f"{name}: cannot be decoded to resize it (no image format PIL "
+                         "reads)") from exc
     except (OSError, ValueError) as exc:
         raise ValueError(f"{name}: cannot be decoded to resize it ({exc})") from exc
     buffer = io.BytesIO()

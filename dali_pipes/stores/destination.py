@@ -381,9 +381,14 @@ def _discard(f) -> None:
     """Drop a half-written fsspec file without committing it (an open S3 multipart upload
     is aborted)."""
     discard = getattr(f, "discard", None)
-    if discard is not None:
-        _quietly(discard)
-    f.closed = True  # AbstractBufferedFile.close (and __del__) would commit it
+    if discard is None:  # a file committed on close (memory://): to its temporary name
+        _quietly(f.close)
+        return
+    _quietly(discard)
+    try:
+        f.closed = True  # AbstractBufferedFile.close (and __del__) would commit it
+    except AttributeError:
+        _quietly(f.close)
 
 
 def _quietly(call, *args) -> None:
