@@ -212,6 +212,23 @@ def test_destinations_show_whole_objects_or_none(s3, tmp_path):
     assert uploads == []  # the failed one was aborted
 
 
+def test_a_killed_writers_incomplete_upload_is_aborted_by_the_next_run(s3, tmp_path, capsys):
+    """S3 never shows an incomplete multipart upload, but keeps (and bills) its parts until
+    it is aborted: a rerun aborts those of the shards it writes, and only those."""
+    src = s3.put_tree(write_image_folder(tmp_path / "src", n_images=4, n_classes=2),
+                      "uploads", "src")
+    client = s3.client()
+    for key in ("out/shard-000000.tar", "out/notes.bin"):
+        upload = client.create_multipart_upload(Bucket="uploads", Key=key)
+        client.upload_part(Bucket="uploads", Key=key, UploadId=upload["UploadId"],
+                           PartNumber=1, Body=b"half a shard")
+    code, err = _cli(capsys, src, "s3://uploads/out", "--storage-options",
+                     json.dumps(s3.options))
+    assert code == 0 and "aborted the incomplete uploads of shard-000000.tar" in err, err
+    left = client.list_multipart_uploads(Bucket="uploads").get("Uploads", [])
+    assert [u["Key"] for u in left] == ["out/notes.bin"]
+
+
 def test_s3_conditional_requests_decide_one_writer(s3):
     """On S3 (moto), create / replace / delete are conditional: a stale tag loses."""
     s3.bucket("cond")

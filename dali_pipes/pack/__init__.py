@@ -53,7 +53,7 @@ from dali_pipes.pack._args import (
     parse_args,
 )
 from dali_pipes.pack._args import parser as cli_parser
-from dali_pipes.pack._engines import PackTaskFailed, import_ray, run_local, run_ray
+from dali_pipes.pack._engines import PackTaskFailed, check_ray, run_local, run_ray
 from dali_pipes.pack._locks import locked
 from dali_pipes.pack._members import MODALITIES, MemberPacker, member_packer
 from dali_pipes.pack._owned import clean, dump_json, refuse_foreign
@@ -135,7 +135,7 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
             check_option(name, value)
     part = check_part(part)
     if run.engine == "ray":
-        import_ray()  # before anything is listed or written: the extra to install
+        check_ray()  # before anything is listed or written: the extra to install
     check_paths(src, dst, run.store)
     store, dest = _stores(src, dst, run)
     source = _source(src, modality, max_side, store)
@@ -156,6 +156,10 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
         for name, data in source.extra_files.items():
             dest.write(name, data)
         jobs, totals, shards = _jobs(source, dest, order, options, digest, part)
+        aborted = dest.abort_uploads([job.name for job in jobs])
+        if aborted:
+            print(f"{dest}: aborted the incomplete uploads of {', '.join(aborted)} (writers "
+                  "killed mid-shard)", file=sys.stderr)
         _run(jobs, source.store, dest, workers, run, Progress(totals, progress))
         clean(dest, everything=False)  # temporary files of workers killed meanwhile
         still_held()

@@ -12,7 +12,10 @@ SRC's store and DST, and report each finished shard to the driver's `Progress`.
 from __future__ import annotations
 
 import functools
+import importlib.util
+import logging
 import os
+import sys
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,29 +48,35 @@ def run_local(jobs: list[ShardJob], store: Store, dest: Destination, workers: in
             progress.done(record)
 
 
-def import_ray():
-    """`ray`, or PackArgumentError naming the extra that installs it."""
+def check_ray() -> None:
+    """PackArgumentError naming the extra that installs Ray, when it is not installed."""
     try:
-        import ray
-    except ImportError as exc:
+        found = sys.modules.get("ray", False) is not None and \
+            importlib.util.find_spec("ray") is not None
+    except ValueError:  # imported without a spec
+        found = True
+    if not found:
         raise PackArgumentError(f"--engine ray needs Ray, which is not installed here: "
-                                f"{RAY_EXTRA}") from exc
-    return ray
+                                f"{RAY_EXTRA}")
 
 
 @contextmanager
 def connected(address: str | None, workers: int | None) -> Iterator:
     """`ray`, connected (see the module doc); a Ray this call started stops at the end."""
-    ray = import_ray()
+    check_ray()
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if not address and "ray" not in sys.modules:
+        # a one-machine Ray (read when Ray is imported) binds to 127.0.0.1 only
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    import ray
     if ray.is_initialized():
         yield ray
         return
-    address = address or os.environ.get("RAY_ADDRESS") or None
     if address:
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     else:
         ray.init(address="local", num_cpus=workers, include_dashboard=False,
-                 _node_ip_address="127.0.0.1", logging_level="ERROR", log_to_driver=False)
+                 _node_ip_address="127.0.0.1", logging_level=logging.ERROR, log_to_driver=False)
     try:
         yield ray
     finally:

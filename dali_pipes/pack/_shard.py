@@ -11,6 +11,9 @@ plan it belongs to, its samples, bytes and sha256, and on object storage the ver
 from __future__ import annotations
 
 import io
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from dali_pipes.pack._members import Member, read_member
@@ -19,6 +22,10 @@ from dali_pipes.stores import Store
 from dali_pipes.stores.destination import Destination
 from dali_pipes.stores.shard_writer import write_tar
 from dali_pipes.stores.tar_index import load_index
+
+# Samples of a shard read at once, ahead of the one being written: an object store answers
+# each GET after tens to hundreds of ms, which one read at a time would wait out in turn.
+READ_AHEAD = 8
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,8 @@ class ShardJob:
 def pack_shard(job: ShardJob, store: Store, dest: Destination) -> dict:
     """Write `job`'s shard and its record; the record with the shard's name (`name`)."""
     def samples():
-        for key, members in job.samples:
-            data = [(ext, read_member(store, blob)) for ext, blob in members]
+        for (key, members), data in zip(job.samples, read_ahead(store, job.samples),
+                                        strict=True):
             if job.resize is not None:
                 data[0] = encode(data[0], _name(members[0][1], key), *job.resize)
             yield key, data
@@ -52,6 +59,26 @@ def pack_shard(job: ShardJob, store: Store, dest: Destination) -> dict:
     record["plan"] = job.plan
     dest.write(f"{job.name}.json", dump_json(record))
     return {"name": job.name, **record}
+
+
+def read_ahead(store: Store, samples: Iterable[tuple[str, list[Member]]]
+               ) -> Iterator[list[tuple[str, bytes]]]:
+    """Each sample's members with their bytes, in order, READ_AHEAD samples read at once
+    (threads: the reads wait on I/O; a failed read raises at its sample's turn)."""
+    def read(members: list[Member]) -> list[tuple[str, bytes]]:
+        return [(ext, read_member(store, blob)) for ext, blob in members]
+    with ThreadPoolExecutor(READ_AHEAD, thread_name_prefix="pack-read") as pool:
+        window: deque = deque()
+        try:
+            for _, members in samples:
+                window.append(pool.submit(read, members))
+                if len(window) >= READ_AHEAD:
+                    yield window.popleft().result()
+            while window:
+                yield window.popleft().result()
+        finally:
+            for future in window:  # after a failure: the reads not started are dropped
+                future.cancel()
 
 
 def _name(blob, key: str) -> str:

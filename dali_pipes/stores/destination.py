@@ -238,8 +238,6 @@ class FsspecDestination(Destination):
         if self._fs.get("pid") != os.getpid():  # a new process: its own clients
             import fsspec
             options = {"use_listings_cache": False, **self.storage_options}
-            if self.protocol in ATOMIC_UPLOADS:
-                options.setdefault("skip_instance_cache", True)
             self._fs = {"pid": os.getpid(),
                         "fs": fsspec.filesystem(self.protocol, **options)}
         return self._fs["fs"]
