@@ -136,30 +136,34 @@ def _cls(label) -> Member:
 @_packer("image")
 def _image(src: str, store: Store, objects: Objects | None) -> MemberPacker:
     from dali_pipes.sources.image import ImageFolderSource
-    s = ImageFolderSource(src, store=store, objects=None if objects is None else [objects])
-    refs = _refs(s.files, s.listing.sizes, s.listing.mtimes_ns)
-    return MemberPacker("image", store, s.files, s.labels, s.classes, s.listing_digest(),
-                        lambda i: [(_ext(s.files[i]), refs[i]), _cls(s.labels[i])])
+    return _copied("image", ImageFolderSource(src, store=store, objects=_one(objects)), store)
 
 
 @_packer("video")
 def _video(src: str, store: Store, objects: Objects | None) -> MemberPacker:
     from dali_pipes.sources.video import VideoFolderSource
-    s = VideoFolderSource(src, store=store, objects=None if objects is None else [objects])
-    refs = _refs(s.files, s.listing.sizes, s.listing.mtimes_ns)
-    return MemberPacker("video", store, s.files, s.labels, s.classes, s.listing_digest(),
-                        lambda i: [(_ext(s.files[i]), refs[i]), _cls(s.labels[i])])
+    return _copied("video", VideoFolderSource(src, store=store, objects=_one(objects)), store)
 
 
 @_packer("fusion")
 def _fusion(src: str, store: Store, objects: Objects | None) -> MemberPacker:
     from dali_pipes.sources.fusion import FusionFolderSource
-    s = FusionFolderSource(src, store=store, objects=None if objects is None else [objects])
-    refs = _refs(s.files, s.listing.sizes, s.listing.mtimes_ns)
+    s = FusionFolderSource(src, store=store, objects=_one(objects))
     listed = _Listed(store, objects)
     imus = [listed.ref(s.imu_path(i)) for i in range(len(s.files))]
-    return MemberPacker("fusion", store, s.files, s.labels, s.classes, s.listing_digest(),
-                        lambda i: [(_ext(s.files[i]), refs[i]), ("imu.csv", imus[i]),
+    return _copied("fusion", s, store, lambda i: [("imu.csv", imus[i])])
+
+
+def _one(objects: Objects | None) -> list[Objects] | None:
+    """A source's `objects` argument: the listing of its one root."""
+    return None if objects is None else [objects]
+
+
+def _copied(modality: str, s, store: Store, more: Callable | None = None) -> MemberPacker:
+    """Each sample of a class-folder source `s`: its file as it is, `more(i)`, its class."""
+    refs = _refs(s.files, s.listing.sizes, s.listing.mtimes_ns)
+    return MemberPacker(modality, store, s.files, s.labels, s.classes, s.listing_digest(),
+                        lambda i: [(_ext(s.files[i]), refs[i]), *(more(i) if more else ()),
                                    _cls(s.labels[i])])
 
 
@@ -168,7 +172,7 @@ def _frames(src: str, store: Store, objects: Objects | None) -> MemberPacker:
     from dali_pipes.sources.frame_stores import RemoteFrameFolderSource
     from dali_pipes.sources.video_frames import FrameFolderSource
     s = FrameFolderSource(src) if objects is None else \
-        RemoteFrameFolderSource(src, store=store, objects=[objects])
+        RemoteFrameFolderSource(src, store=store, objects=_one(objects))
     in_folder = _by_folder(objects) if objects is not None else None
 
     def members(i: int) -> list[Member]:
