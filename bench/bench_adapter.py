@@ -232,7 +232,7 @@ def _dali_version() -> str:
 
 
 def _dataset(path: str | None) -> FileDataset:
-    from dali_pipes.testing.sample_data import image_dataset
+    from dali_pipes.sample_data.sample_images import image_dataset
 
     source = ImageFolderSource(path or image_dataset())
     return FileDataset(list(source.files), source.labels)

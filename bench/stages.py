@@ -13,8 +13,8 @@ Our DALI backend (all in the consumer's process):
   transfer_ms       time in `dali_to_torch` + `attach_meta` per batch
 
 The torch reference backend (DataLoader workers, image modality split further):
-  read_ms           worker time in the source's `read_checked` per batch (file read and
-                    header checks), summed over the samples of a batch
+  read_ms           worker time in the image source's `read` per batch (file read and
+                    header checks), summed over the samples of a batch (images only)
   decode_ms         worker time in torchvision's `decode_image` per batch (images only)
   augment_ms        the rest of the worker's `load()` per batch: crop parameters, resized
                     crop and flip (images only)
@@ -125,11 +125,11 @@ class TorchStages:
         dataset = engine.loader.dataset
         modality = dataset.modality
         source = getattr(modality, "source", None)
-        if source is not None and hasattr(source, "read_checked"):
-            source.read_checked = _timed(source.read_checked, self._adder("read"))
+        self.has_read = getattr(source, "data_kind", None) == "image"
+        if self.has_read:
+            source.read = _timed(source.read, self._adder("read"))
         import torchvision.io  # decode_rgb imports decode_image from here per call
         torchvision.io.decode_image = _timed(torchvision.io.decode_image, self._adder("decode"))
-        self.has_read = source is not None and hasattr(source, "read_checked")
         load_add, samples_add = self._adder("load"), self._adder("samples")
         load = modality.load
 

@@ -136,23 +136,40 @@ def crop_windows(seed: int, epoch: int, keys, heights, widths, boxes: list[np.nd
     return out
 
 
+@dataclass(frozen=True)
+class DetectionCrop:
+    """The training crop's options (make_loader's detection group `crop=`, validated by
+    `dali_pipes.detection_options.detection_options`): the random resized crop's area
+    `scale` and aspect `ratio` ranges; `min_iou` None, or box-aware crops (the first of
+    `crop_attempts` windows whose IoU with some box reaches it, else the whole image); the
+    flip probability `hflip`; `scale_jitter` None, or (low, high): large-scale jitter
+    instead of the crop."""
+
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    min_iou: float | None = None
+    crop_attempts: int = 10
+    hflip: float = 0.5
+    scale_jitter: tuple[float, float] | None = None
+
+
 def train_geometry(seed: int, epoch: int, keys, heights, widths, boxes: list[np.ndarray],
-                   canvas: tuple[int, int], *, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
-                   min_iou: float | None = None, attempts: int = 10, hflip: float = 0.5,
-                   scale_jitter: tuple[float, float] | None = None) -> Geometry:
-    """Training geometry (see the module docstring) for a batch of plan keys."""
+                   canvas: tuple[int, int], crop: DetectionCrop) -> Geometry:
+    """Training geometry (see the module docstring) for a batch of plan keys, under the
+    validated crop options `crop`."""
     keys = np.asarray(keys, np.int64)
     h = np.asarray(heights, np.float64)
     w = np.asarray(widths, np.float64)
-    flip = flips(seed, epoch, keys, hflip)
+    flip = flips(seed, epoch, keys, crop.hflip)
     n = len(keys)
-    if scale_jitter is None:
-        window = crop_windows(seed, epoch, keys, heights, widths, boxes, scale=scale,
-                              ratio=ratio, min_iou=min_iou, attempts=attempts)
+    if crop.scale_jitter is None:
+        window = crop_windows(seed, epoch, keys, heights, widths, boxes, scale=crop.scale,
+                              ratio=crop.ratio, min_iou=crop.min_iou,
+                              attempts=crop.crop_attempts)
         resized = np.tile(np.asarray(canvas, np.int64), (n, 1))
         return Geometry(window, resized, np.zeros((n, 2), np.int64), flip, canvas)
     u = uniforms(seed, epoch, keys, STREAM_JITTER, 3)
-    lo, hi = scale_jitter
+    lo, hi = crop.scale_jitter
     factor = (lo + u[:, 0] * (hi - lo)) * np.minimum(canvas[0] / h, canvas[1] / w)
     resized = _scaled(h, w, factor)
     spare = np.maximum(resized - np.asarray(canvas, np.int64), 0)

@@ -6,32 +6,35 @@ gives a batch's `dali_pipes.boxes.Geometry` from the plan's (seed, epoch, keys).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from dali_pipes import boxes as geo
+from dali_pipes.boxes import DetectionCrop
+from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+from dali_pipes.option_groups import build, expand, group
+from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
 
 MAX_SIZE_RATIO = 1333 / 800  # torchvision's detection default: min_size 800, max_size 1333
+__all__ = ["DetectionCrop", "DetectionOptions", "DetectionSourceOptions", "detection_options"]
 
 
 @dataclass(frozen=True)
 class DetectionOptions:
-    """Validated options; `canvas` is the output (H, W) of every batch."""
+    """The geometry options (validated by `detection_options`): the canvas `size`, `train`,
+    `fit`, `max_size`, `pad_to_multiple`, the training `crop`, `min_box_size`; `canvas`,
+    derived, is the output (H, W) of every batch."""
 
-    size: tuple[int, int]
-    train: bool
-    fit: str
-    max_size: int | None
-    pad_to_multiple: int | None
-    scale: tuple[float, float]
-    ratio: tuple[float, float]
-    min_iou: float | None
-    crop_attempts: int
-    hflip: float
-    scale_jitter: tuple[float, float] | None
-    min_box_size: float
-    canvas: tuple[int, int]
+    size: tuple[int, int] = (512, 512)
+    train: bool = True
+    fit: str = "longer"
+    max_size: int | None = None
+    pad_to_multiple: int | None = None
+    crop: DetectionCrop = group(DetectionCrop)
+    min_box_size: float = 1.0
+    canvas: tuple[int, int] = field(default=(512, 512), metadata={"option": False})
 
     def geometry(self, seed: int, epoch: int, keys, heights, widths,
                  boxes: list[np.ndarray]) -> geo.Geometry:
@@ -40,9 +43,21 @@ class DetectionOptions:
             return geo.eval_geometry(heights, widths, self.canvas, fit=self.fit,
                                      size=min(self.size), max_size=self.max_size)
         return geo.train_geometry(seed, epoch, keys, heights, widths, boxes, self.canvas,
-                                  scale=self.scale, ratio=self.ratio, min_iou=self.min_iou,
-                                  attempts=self.crop_attempts, hflip=self.hflip,
-                                  scale_jitter=self.scale_jitter)
+                                  self.crop)
+
+
+@dataclass(frozen=True)
+class DetectionSourceOptions:
+    """Which annotations and targets: the COCO `annotations` file (relative: in each images
+    folder), `categories` (COCO category dicts, for shards), `crowd` ("drop" or "keep"),
+    `masks` and `semantic` (the mask fields), `max_pixels` (as for images)."""
+
+    annotations: str = DEFAULT_ANNOTATIONS
+    categories: list | None = None
+    crowd: str = "drop"
+    masks: bool = False
+    semantic: bool = False
+    max_pixels: int | None = DEFAULT_MAX_PIXELS
 
 
 def _pair(name: str, value, *, lo: float, hi: float = math.inf, ints: bool = False
@@ -72,13 +87,29 @@ def _unit(name: str, value) -> float:
     return float(value)
 
 
-def detection_options(*, size=512, train: bool = True, fit: str = "longer",
-                      max_size: int | None = None, pad_to_multiple: int | None = None,
-                      scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), min_iou: float | None = None,
-                      crop_attempts: int = 10, hflip: float = 0.5, scale_jitter=None,
-                      min_box_size: float = 1.0) -> DetectionOptions:
-    """Check every option (ValueError naming it) and compute the canvas."""
-    hw = _size(size)
+def detection_options(**given: Any) -> DetectionOptions:
+    """Check every option (ValueError naming it) and compute the canvas.
+
+    Args:
+        **given: DetectionOptions' options as flat keywords (`scale=...`), or `crop` as a
+            `DetectionCrop` or a dict of its fields; the rest keep their defaults.
+    """
+    o = build(DetectionOptions, expand(given, (DetectionOptions,), where="detection"))
+    hw = _size(o.size)
+    canvas, max_size = _canvas(hw, o.size, o.fit, o.max_size, o.pad_to_multiple)
+    crop = _crop(o.crop)
+    min_box_size = o.min_box_size
+    if isinstance(min_box_size, bool) or not isinstance(min_box_size, (int, float)) \
+            or min_box_size < 0:
+        raise ValueError(f"min_box_size={min_box_size!r}: expected a number >= 0 (pixels)")
+    return DetectionOptions(size=hw, train=bool(o.train), fit=o.fit, max_size=max_size,
+                            pad_to_multiple=o.pad_to_multiple, crop=crop,
+                            min_box_size=float(min_box_size), canvas=canvas)
+
+
+def _canvas(hw: tuple[int, int], size, fit: str, max_size, pad_to_multiple
+            ) -> tuple[tuple[int, int], int | None]:
+    """(the canvas (H, W), max_size) of the size, fit and padding options."""
     if fit not in ("longer", "shorter"):
         raise ValueError(f"fit={fit!r}: expected 'longer' or 'shorter'")
     if fit == "shorter":
@@ -99,18 +130,19 @@ def detection_options(*, size=512, train: bool = True, fit: str = "longer",
                              f"or None")
         canvas = (-(-canvas[0] // pad_to_multiple) * pad_to_multiple,
                   -(-canvas[1] // pad_to_multiple) * pad_to_multiple)
-    if isinstance(crop_attempts, bool) or not isinstance(crop_attempts, (int, np.integer)) \
-            or crop_attempts < 1:
-        raise ValueError(f"crop_attempts={crop_attempts!r}: expected an int >= 1")
-    if isinstance(min_box_size, bool) or not isinstance(min_box_size, (int, float)) \
-            or min_box_size < 0:
-        raise ValueError(f"min_box_size={min_box_size!r}: expected a number >= 0 (pixels)")
-    return DetectionOptions(
-        size=hw, train=bool(train), fit=fit, max_size=max_size,
-        pad_to_multiple=pad_to_multiple, scale=_pair("scale", scale, lo=0.0, hi=1.0),
-        ratio=_pair("ratio", ratio, lo=0.0),
-        min_iou=None if min_iou is None else _unit("min_iou", min_iou),
-        crop_attempts=int(crop_attempts), hflip=_unit("hflip", hflip),
-        scale_jitter=None if scale_jitter is None else _pair("scale_jitter", scale_jitter,
-                                                             lo=0.0),
-        min_box_size=float(min_box_size), canvas=(int(canvas[0]), int(canvas[1])))
+    return (int(canvas[0]), int(canvas[1])), max_size
+
+
+def _crop(crop: DetectionCrop) -> DetectionCrop:
+    """The training crop options, checked."""
+    attempts = crop.crop_attempts
+    if isinstance(attempts, bool) or not isinstance(attempts, (int, np.integer)) \
+            or attempts < 1:
+        raise ValueError(f"crop_attempts={attempts!r}: expected an int >= 1")
+    return DetectionCrop(
+        scale=_pair("scale", crop.scale, lo=0.0, hi=1.0),
+        ratio=_pair("ratio", crop.ratio, lo=0.0),
+        min_iou=None if crop.min_iou is None else _unit("min_iou", crop.min_iou),
+        crop_attempts=int(attempts), hflip=_unit("hflip", crop.hflip),
+        scale_jitter=None if crop.scale_jitter is None else _pair(
+            "scale_jitter", crop.scale_jitter, lo=0.0))

@@ -1,8 +1,10 @@
 """The layering docs/design.md promises, checked in fresh interpreters through sys.modules: the
 numpy layers (formats, sources, stores, the recipe ops' parameters, align, the order package,
-the schema) import neither torch nor DALI, and the graph builders (dali_pipes/pipelines and the
-recipe ops' graph steps) never import torch; nothing of the library imports bench, and no
-import cycles, even ones hidden inside functions."""
+the schema, the data writers and the shipped conformance suites of dali_pipes) import neither
+torch nor DALI, and the graph builders (dali_pipes/pipelines and the recipe ops' graph steps)
+never import torch; nothing of the library imports bench or the repository's tests (the
+shipped suites stand without them), and no import cycles, even ones hidden inside
+functions."""
 from __future__ import annotations
 
 import ast
@@ -25,6 +27,7 @@ RECIPES = _modules("dali_pipes.recipes")
 NUMPY_ONLY = (_modules("dali_pipes.formats") + _modules("dali_pipes.sources")
               + _modules("dali_pipes.stores") + _modules("torch_bridge.order")
               + [m for m in RECIPES if not m.endswith("_graph")]
+              + _modules("dali_pipes.sample_data") + _modules("dali_pipes.testing")
               + ["dali_pipes.align", "dali_pipes.schema", "torch_bridge.registry"])
 GRAPHS = ([m for m in _modules("dali_pipes.pipelines") if m != "dali_pipes.pipelines"]
           + [m for m in RECIPES if m.endswith("_graph")])
@@ -43,6 +46,8 @@ def _imported(modules: list[str]) -> list[str]:
 
 def test_numpy_layers_import_neither_torch_nor_dali():
     assert len(NUMPY_ONLY) > 40 and "torch_bridge.order.plan" in NUMPY_ONLY
+    assert {"dali_pipes.testing.source_tests", "dali_pipes.sample_data.tiny_data"} \
+        <= set(NUMPY_ONLY)
     assert _imported(NUMPY_ONLY) == []
 
 
@@ -80,6 +85,24 @@ def test_library_never_imports_bench():
                  for package in ("dali_pipes", "torch_bridge")
                  for path in (ROOT / package).rglob("*.py")}
     assert len(offenders) > 100
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def _imports_tests(path: Path) -> list[str]:
+    return sorted(m for m in _imports_of(path) if m == "tests" or m.startswith("tests."))
+
+
+def test_library_never_imports_the_tests():
+    """The shipped conformance suites (dali_pipes.testing, torch_bridge.testing) and every
+    other module of the library stand without the repository's tests: a modality or store
+    written elsewhere proves itself by subclassing them."""
+    paths = [path for package in ("dali_pipes", "torch_bridge")
+             for path in (ROOT / package).rglob("*.py")]
+    shipped = {str(p.relative_to(ROOT)) for p in paths if p.parent.name == "testing"}
+    assert {"dali_pipes/testing/source_tests.py", "dali_pipes/testing/store_tests.py",
+            "torch_bridge/testing/loader_contract.py"} <= shipped
+    assert _imports_tests(ROOT / "tests" / "sources" / "test_source_conformance.py")  # seen
+    offenders = {str(p.relative_to(ROOT)): _imports_tests(p) for p in paths}
     assert {k: v for k, v in offenders.items() if v} == {}
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import dali_pipes.pack._shard as shard_job
 from dali_pipes.pack import pack
-from dali_pipes.testing.tiny_data import write_image_folder
+from dali_pipes.sample_data.tiny_data import write_image_folder
 from tests.test_pack_resume import _cli
 
 SHARD = 40_000
@@ -101,7 +101,7 @@ def test_lock_files_are_removed_when_the_tool_ends(src, tmp_path, capsys, monkey
 
 def test_coco_file_names_outside_src_are_refused(tmp_path, capsys):
     """Before: `../` and absolute file names were copied into the shards from outside SRC."""
-    from dali_pipes.testing.sample_detection import tiny
+    from dali_pipes.sample_data.sample_detection import tiny
     src = tiny(tmp_path / "det", 1)
     doc = json.loads((src / "instances.json").read_text())
     first = doc["images"][0]

@@ -127,8 +127,6 @@ def _wait_for(path: Path, proc: subprocess.Popen) -> None:
 
 def test_killed_packer_resumes_and_a_second_packer_is_turned_away(image_folder, tmp_path,
                                                                   capsys):
-    """The first packer is stopped (SIGSTOP) once its first shard is written, so it holds
-    its locks mid-pack for as long as the checks take (before: it could finish first)."""
     src, out = _slow_src(image_folder, tmp_path), tmp_path / "out"
     argv = [src, out, "--shard-size", 7_000, "--max-side", 64]
     proc = subprocess.Popen([sys.executable, "-m", "dali_pipes.pack", *map(str, argv)],
@@ -136,7 +134,7 @@ def test_killed_packer_resumes_and_a_second_packer_is_turned_away(image_folder, 
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         _wait_for(out / "shard-000000.tar.json", proc)
-        proc.send_signal(signal.SIGSTOP)
+        proc.send_signal(signal.SIGSTOP)  # mid-pack, holding its locks, until killed below
         code, err = _cli(capsys, *argv)
         assert code == 1 and f"pid {proc.pid} " in err and "part 0/1" in err, err
         code, err = _cli(capsys, *argv, "--overwrite")

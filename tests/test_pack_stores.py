@@ -19,12 +19,12 @@ import dali_pipes.pack._leases as leases
 import dali_pipes.pack._shard as shard_job
 from dali_pipes.pack import PackRun, pack
 from dali_pipes.pack._owned import PackRefused
+from dali_pipes.sample_data import tiny_data
+from dali_pipes.sample_data.tiny_data import write_image_folder
 from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.sources.shards import ShardSource
 from dali_pipes.stores.destination import HOST, open_destination
 from dali_pipes.stores.remote import FsspecStore
-from dali_pipes.testing import tiny_data
-from dali_pipes.testing.tiny_data import write_image_folder
 from tests.stores.servers import MotoS3
 from tests.test_pack_resume import _cli
 
@@ -110,7 +110,7 @@ def test_local_engine_packs_a_bucket_into_a_bucket_and_resumes_without_rewriting
 
 @pytest.mark.parametrize("modality", ["video", "fusion", "frames", "detection"])
 def test_every_modality_packs_from_a_bucket_as_from_local_files(s3, tmp_path, modality):
-    from dali_pipes.testing import sample_detection
+    from dali_pipes.sample_data import sample_detection
     write = {"video": lambda p: tiny_data.video(p, 0), "fusion": lambda p: tiny_data.fusion(p, 1),
              "frames": lambda p: tiny_data.frames(p, 1),
              "detection": lambda p: sample_detection.tiny(p, 1)}[modality]

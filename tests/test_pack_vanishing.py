@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dali_pipes.pack as pack_tool
 import dali_pipes.pack._shard as shard_job
-from dali_pipes.testing.tiny_data import write_image_folder
+from dali_pipes.sample_data.tiny_data import write_image_folder
 
 
 def test_a_source_file_vanishing_mid_pack_is_named(tmp_path, monkeypatch, capsys):

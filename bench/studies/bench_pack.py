@@ -3,7 +3,7 @@
     python bench/studies/bench_pack.py [--images 640] [--shards 16] [--rounds 3]
                                        [--no-s3] [--tiny-tasks 64] [--json PATH]
 
-1. Throughput. The built-in image set (dali_pipes/testing/sample_data.py, 640 JPEGs of
+1. Throughput. The built-in image set (dali_pipes/sample_data/sample_images.py, 640 JPEGs of
    500x375, 54 MB) packed into `--shards` shards by each engine: `local-1` and `local-2`
    (the local engine with 1 and 2 worker processes, spawned per run) and `ray-1` and `ray-2`
    (one Ray task per shard, at most 1 or 2 at once, on a local Ray of 2 CPUs started once
@@ -190,7 +190,7 @@ def main(argv=None) -> None:
                                                 os.environ.get("PYTHONPATH", "")])
     import ray
 
-    from dali_pipes.testing.sample_data import image_dataset
+    from dali_pipes.sample_data.sample_images import image_dataset
     folder = image_dataset(n_images=args.images)
     src_bytes = sum(p.stat().st_size for p in folder.rglob("*.jpg"))
     shutil.rmtree(args.work, ignore_errors=True)

@@ -28,8 +28,9 @@ from dali_pipes.clip_crops import clip_windows, source_roi
 from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
 from dali_pipes.pipelines.video import build_video_pipeline
+from dali_pipes.sample_data.sample_images import cache_root
+from dali_pipes.sources.protocol import ClipRead
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_data import cache_root
 
 
 def _resize_then_crop(device: str, resized, size):
@@ -57,7 +58,7 @@ def feeds(src: VideoFolderSource, batch: int, step: int, args) -> tuple[dict, di
     segments, starts = [], []
     for i in index.tolist():
         frames = src.clip_frames(0, step, i, train=True)
-        segment, first = src.read_segment(i, frames)
+        segment, first = src.read(i, ClipRead(frames))
         segments.append(segment)
         starts.append(first)
     common = {"video": segments, "start_frame": np.array(starts, np.int32),

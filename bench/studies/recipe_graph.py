@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     import numpy as np
 
     import dali_pipes.pipelines.image as image_graph
-    from dali_pipes.testing.sample_data import image_dataset
+    from dali_pipes.sample_data.sample_images import image_dataset
     from torch_bridge import make_loader
     from torch_bridge.engines._feeders import PlanBatch
 

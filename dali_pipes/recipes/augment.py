@@ -163,9 +163,9 @@ def recipe_params(seed: int, epoch: int, index: np.ndarray, heights: np.ndarray,
     """
     if not recipe.train:
         none = np.zeros(len(index), dtype=bool)
-        return (center_window(heights, widths, size or recipe.size, recipe.crop_pct), none,
+        return (center_window(heights, widths, size or recipe.size, recipe.crop.crop_pct), none,
                 none)
-    windows = random_resized_crop(seed, epoch, index, heights, widths, scale=recipe.scale,
-                                  ratio=recipe.ratio)
-    vflip = uniforms(seed, epoch, index, STREAM_VFLIP, 1)[:, 0] < recipe.vflip
-    return windows, flips(seed, epoch, index, recipe.hflip), vflip
+    windows = random_resized_crop(seed, epoch, index, heights, widths, scale=recipe.crop.scale,
+                                  ratio=recipe.crop.ratio)
+    vflip = uniforms(seed, epoch, index, STREAM_VFLIP, 1)[:, 0] < recipe.crop.vflip
+    return windows, flips(seed, epoch, index, recipe.crop.hflip), vflip

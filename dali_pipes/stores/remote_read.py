@@ -33,7 +33,8 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-_VALIDATORS = ("ETag", "etag", "LastModified", "Last-Modified", "mtime", "last_modified")
+_VALIDATORS = ("ETag", "etag", "LastModified", "Last-Modified", "mtime", "last_modified",
+               "created")  # memory:// objects have only their creation time
 _BYTES = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)$")  # Content-Range of a 206
 _TOTAL = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)$")  # the object's size in it
 

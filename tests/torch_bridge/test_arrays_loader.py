@@ -11,11 +11,11 @@ import torch
 
 from dali_pipes import schema
 from dali_pipes.formats import FormatError
+from dali_pipes.sample_data.sample_arrays import write_series_folder
 from dali_pipes.sources.arrays import ARRAYS, window_starts
-from dali_pipes.testing.sample_arrays import write_series_folder
 from tests.stores.servers import MotoS3, RangeServer
-from tests.torch_bridge.contract import LoaderContract, assert_same, copies, truncate
 from torch_bridge import SampleError, make_loader
+from torch_bridge.testing.loader_contract import LoaderContract, assert_same, copies, truncate
 
 L = 8
 
@@ -26,11 +26,12 @@ class TestArraysContract(LoaderContract):
 
     def break_samples(self, root, modality):
         """Headers are checked when the loader is made; a file cut after that fails the
-        read of its window (EOFError naming it), which on_error handles."""
+        read of its window (the store sees it changed since the listing, naming it), which
+        on_error handles."""
         bad = {i for i in range(len(modality.source)) if "/square/" in modality.path(i)}
         for i in bad:
             truncate(modality.path(i), keep=100)
-        return bad, r"/square/series_\d+\.npy", r"ends after"
+        return bad, r"/square/series_\d+\.npy", r"changed since it was listed"
 
 
 @pytest.fixture(scope="module")

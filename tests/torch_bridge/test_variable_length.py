@@ -18,11 +18,11 @@ from dali_pipes.formats.video import decode_frames_pyav, probe_video
 from dali_pipes.frames import TIMESTAMPS, extract_tree, frame_name
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
 from dali_pipes.recipes.augment import flips
+from dali_pipes.sample_data.sample_fusion import small_fusion_folder
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
+from dali_pipes.sample_data.sample_video import small_video_folder
 from dali_pipes.sources.fusion import FusionFolderSource
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
-from dali_pipes.testing.sample_fusion import small_fusion_folder
-from dali_pipes.testing.sample_video import small_video_folder
 from tests.conftest import BACKENDS
 from torch_bridge import SampleError, make_loader, registry
 from torch_bridge.engines._collate import pad_batch

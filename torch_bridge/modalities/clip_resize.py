@@ -93,7 +93,7 @@ def decode_scaled(decode_clip, size: tuple[int, int] | None,
 
     Args:
         decode_clip: called with `scale=(height, width) | None`, returns (T, H, W, 3) uint8
-            (a source's `decode_clip` with its index and frames bound).
+            (a source's `read` of a `DecodedClipRead` with its index and frames bound).
         size: output (height, width), or None for native resolution.
         window: the clip's crop window (see `resize_crop`), or None.
 

@@ -1,6 +1,6 @@
 """Fast synthesis of the built-in sample JPEGs: a few milliseconds per 500x375 image.
 
-The statistics are those of `sample_data.photo_like` (a 1/f^1.1 amplitude spectrum, three
+The statistics are those of `sample_images.photo_like` (a 1/f^1.1 amplitude spectrum, three
 correlated colour planes, 2-5 hard-edged shaded ellipses, sensor noise of 3 levels, JPEG
 quality 90 4:2:0, about 85 KB a file), made cheaply:
 

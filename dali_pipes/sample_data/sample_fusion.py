@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from dali_pipes.formats.imu import imu_path_for, write_imu
-from dali_pipes.testing.sample_data import cache_root
-from dali_pipes.testing.sample_video import small_video_folder
+from dali_pipes.sample_data.sample_images import cache_root
+from dali_pipes.sample_data.sample_video import small_video_folder
 
 CHANNELS = ("ax", "ay", "az", "gx", "gy", "gz")
-FPS = 25  # dali_pipes.testing.sample_video.write_video's default rate
+FPS = 25  # dali_pipes.sample_data.sample_video.write_video's default rate
 
 
 def imu_stream(rng: np.random.Generator, duration: float, label: int, *, rate: float = 200.0,

@@ -1,6 +1,6 @@
 """Detection data: images with drawn shapes and their COCO instances file.
 
-Each image (photographic-statistics background, `dali_pipes.testing.sample_data.photo_like`)
+Each image (photographic-statistics background, `dali_pipes.sample_data.sample_images.photo_like`)
 holds a few
 filled shapes of three categories (COCO ids 1 "box", 3 "ellipse", 7 "triangle": not
 contiguous on purpose). Their annotations carry real segmentations written with
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dali_pipes.testing.sample_data import cache_root, encode_jpeg, photo_like
+from dali_pipes.sample_data.sample_images import cache_root, encode_jpeg, photo_like
 
 CATEGORIES: tuple[dict[str, Any], ...] = (
     {"id": 1, "name": "box"}, {"id": 3, "name": "ellipse"}, {"id": 7, "name": "triangle"})

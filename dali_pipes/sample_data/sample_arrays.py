@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dali_pipes.testing.sample_data import cache_root
+from dali_pipes.sample_data.sample_images import cache_root
 
 KINDS = ("sine", "square", "sawtooth", "bursts")
 

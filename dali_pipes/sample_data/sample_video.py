@@ -12,7 +12,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from dali_pipes.testing.sample_data import cache_root
+from dali_pipes.sample_data.sample_images import cache_root
 
 CODEC_SUFFIX = {"libvpx-vp9": ".webm", "libvpx": ".webm", "mjpeg": ".avi", "libx264": ".mp4",
                 "mpeg4": ".mp4"}

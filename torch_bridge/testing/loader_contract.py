@@ -1,13 +1,16 @@
 """The loader contract (docs/api.md) as one test class, subclassed once per modality kind.
 
-A subclass sets `kind` (a key of `torch_bridge.registry.KINDS`; its tiny data set and small
-batch options come from there), `sample_shape` (the main graph field's per-sample shape under
-those options), `main` and `tolerance` (how close the two backends' main field must be, in
-its own units: decoders and resizers differ, while a wrong crop or a missed flip is far off)
-and implements `break_samples`. It inherits, on both backends: the schema, one pass yielding
-every index once, drop_last, reshuffling per epoch, agreement of the backends on order and
-augmentation, exact resume (mid-epoch with every sampler, at and across an epoch boundary,
-into a loader with workers, on each rank of two), sharding, multiple sources and on_error.
+A subclass (named `Test...`, so pytest collects it) sets `kind` (a key of
+`torch_bridge.registry.KINDS`: its tiny data set and small batch options come from there,
+`tiny.tiny_data_set`), `sample_shape` (the main graph field's per-sample shape under those
+options), `main` and `tolerance` (how close the two backends' main field must be, in its own
+units: decoders and resizers differ, while a wrong crop or a missed flip is far off) and
+implements `break_samples`. It inherits, on both backends (the `backend` fixture): the
+schema, one pass yielding every index once, drop_last, reshuffling per epoch, agreement of
+the backends on order and augmentation, exact resume (mid-epoch with every sampler, at and
+across an epoch boundary, into a loader with workers, on each rank of two), sharding,
+multiple sources and on_error. A subclass over other data of the same kind (shards, a store)
+overrides the `tiny` fixture and names its own `runs_key`.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import pytest
 import torch
 
 from torch_bridge import SampleError, registry
+from torch_bridge.testing.tiny import BACKENDS, tiny_data_set
 
 EPOCHS = 3
 _runs: dict = {}  # (kind, backend, scenario) -> batches of epochs 0..EPOCHS-1
@@ -70,9 +74,15 @@ class LoaderContract:
         raise NotImplementedError
 
     # fixtures ---------------------------------------------------------------------------
+    @pytest.fixture(params=BACKENDS)
+    def backend(self, request) -> str:
+        """Each backend of make_loader in turn."""
+        return request.param
+
     @pytest.fixture
-    def tiny(self, tiny_data):
-        return tiny_data(self.kind)
+    def tiny(self, tmp_path_factory):
+        """The kind's tiny data set (`tiny.TinyData`), written once per session."""
+        return tiny_data_set(tmp_path_factory, self.kind)
 
     def _make(self, tiny, backend, scenario="uniform", **overrides):
         return tiny.loader(backend, **{"seed": 7, **_scenario(tiny, scenario), **overrides})

@@ -1,6 +1,6 @@
 """ImageNet-like crops of real photographs: a built-in sample set with real image content.
 
-The synthetic sets (`sample_data`) have photographic statistics; this one is cut from real
+The synthetic sets (`sample_images`) have photographic statistics; this one is cut from real
 colour photographs shipped with scikit-image (`skimage.data`) and matplotlib (Grace
 Hopper's portrait). Each file is a random crop of a random source (area 10-100% of the
 source, aspect 3:4 to 4:3, as RandomResizedCrop draws them), resized with PIL's
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from dali_pipes.formats.errors import FormatError
-from dali_pipes.testing.sample_data import cache_root, encode_jpeg
+from dali_pipes.sample_data.sample_images import cache_root, encode_jpeg
 
 REAL_SIDES = (200, 640)  # longer side of the "real photos" set, in pixels
 # the colour photographs in skimage.data (files of skimage/data; drawings, grey textures

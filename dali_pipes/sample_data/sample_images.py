@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dali_pipes.testing.sample_photos import encode_fast, fast_photo
+from dali_pipes.sample_data.sample_photos import encode_fast, fast_photo
 
 IMAGE_SIZE = (375, 500)  # (height, width), the most common ImageNet size
 LARGE_SIDES = (3000, 6000)  # longest side of the "large photos" set, in pixels

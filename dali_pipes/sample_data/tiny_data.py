@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
 
 
 def write_image_folder(root: Path, *, n_images: int, n_classes: int, seed: int = 0,
@@ -42,7 +42,7 @@ def image(root: Path, source: int) -> Path:
 
 def video(root: Path, source: int) -> Path:
     """5 or 3 VP9 clips of 32x24 in 2 classes, 24, 12 and 17 frames long in turn."""
-    from dali_pipes.testing.sample_video import small_video_folder
+    from dali_pipes.sample_data.sample_video import small_video_folder
     return small_video_folder(root, n_videos=(5, 3)[source], n_classes=2,
                               frames=(24, 12, 17), size=(32, 24), seed=source)
 
@@ -60,12 +60,12 @@ def frames(root: Path, source: int) -> Path:
 
 def hyperspectral(root: Path, source: int) -> Path:
     """Three scenes (ENVI int16, ENVI float32, SPE) of 6x7 pixels and 4 bands."""
-    from dali_pipes.testing.sample_hyperspectral import small_scene_folder
+    from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
     small_scene_folder(root, lines=6, samples=7, bands=4, seed=source)
     return root
 
 
 def fusion(root: Path, source: int) -> Path:
     """5 or 3 VP9 clips of 32x24 with 200 Hz IMU streams."""
-    from dali_pipes.testing.sample_fusion import small_fusion_folder
+    from dali_pipes.sample_data.sample_fusion import small_fusion_folder
     return small_fusion_folder(root, n_videos=(5, 3)[source], size=(32, 24), seed=source)
