@@ -1,7 +1,10 @@
 """The pack tool's engines: where the shard jobs run. Both take the same jobs (`ShardJob`),
 SRC's store and DST, and report each finished shard to the driver's `Progress`.
 
-- local: in this process, or `workers` processes of this machine (spawned).
+- local: in this process, or `workers` processes of this machine (spawned). When a worker
+  process dies (killed, out of memory) the shards not finished are written again by new
+  processes, up to MAX_ATTEMPTS, with a line naming them (multiprocessing's Pool would
+  wait for a dead worker's shard forever).
 - ray: one Ray task per shard (1 CPU each; at most `workers` at once, default as many as
   the cluster has CPUs) on the cluster at `address` (else `RAY_ADDRESS`, else a local Ray
   started on 127.0.0.1 and stopped at the end; in a process where Ray is initialised, that
@@ -18,6 +21,8 @@ import os
 import sys
 from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from multiprocessing import get_context
 
@@ -32,8 +37,8 @@ RAY_EXTRA = 'pip install "dali-pipes[ray]"'
 
 
 class PackTaskFailed(OSError):
-    """A shard's Ray task failed MAX_ATTEMPTS times for reasons outside it (worker or
-    node deaths)."""
+    """A shard's work failed for reasons outside it: a Ray task MAX_ATTEMPTS times (worker
+    or node deaths), or a worker process of the local engine died."""
 
 
 def run_local(jobs: list[ShardJob], store: Store, dest: Destination, workers: int,
@@ -43,9 +48,33 @@ def run_local(jobs: list[ShardJob], store: Store, dest: Destination, workers: in
         for job in jobs:
             progress.done(work(job))
         return
-    with get_context("spawn").Pool(min(workers, len(jobs))) as pool:
-        for record in pool.imap_unordered(work, jobs):
-            progress.done(record)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        jobs = _pool_round(work, jobs, workers, progress)
+        if not jobs:
+            return
+        names = ", ".join(job.name for job in jobs)
+        if attempt == MAX_ATTEMPTS:
+            raise PackTaskFailed(f"{dest}: worker processes died {attempt} times; not "
+                                 f"written: {names}")
+        progress.say(f"{dest}: a worker process died; writing {names} again (attempt "
+                     f"{attempt + 1} of {MAX_ATTEMPTS})")
+
+
+def _pool_round(work, jobs: list[ShardJob], workers: int, progress: Progress
+                ) -> list[ShardJob]:
+    """Run `jobs` on `workers` spawned processes; the jobs left when one of them died."""
+    pool = ProcessPoolExecutor(min(workers, len(jobs)), mp_context=get_context("spawn"))
+    futures = {pool.submit(work, job): job for job in jobs}
+    try:
+        for future in as_completed(futures):
+            try:
+                progress.done(future.result())
+            except BrokenProcessPool:
+                return [job for f, job in futures.items()
+                        if not f.done() or f.exception() is not None]
+        return []
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # running shards end, no new ones
 
 
 def check_ray() -> None:
