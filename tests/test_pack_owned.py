@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import dali_pipes.pack as pack_tool
+import dali_pipes.pack._shard as shard_job
 from dali_pipes.pack import pack
 from dali_pipes.sample_data.tiny_data import write_image_folder
 from tests.test_pack_resume import _cli
@@ -94,7 +94,7 @@ def test_lock_files_are_removed_when_the_tool_ends(src, tmp_path, capsys, monkey
 
     def failing(*args):
         raise OSError("the disk went away")
-    monkeypatch.setattr(pack_tool, "_encode", failing)
+    monkeypatch.setattr(shard_job, "read_member", failing)
     code, err = _cli(capsys, src, tmp_path / "failed", "--shard-size", SHARD)
     assert code == 1 and "the disk went away" in err and _locks(tmp_path / "failed") == []
 
@@ -118,7 +118,7 @@ def test_coco_file_names_outside_src_are_refused(tmp_path, capsys):
 @pytest.mark.parametrize("argv, said", [
     (["--workres", "2"], "unrecognized option --workres: did you mean --workers?"),
     (["--shard-sise=1000"], "unrecognized option --shard-sise: did you mean --shard-size?"),
-    (["--bogus"], "unrecognized option --bogus: the options are --help, --max-side"),
+    (["--bogus"], "unrecognized option --bogus: the options are --engine, --help, --max-side"),
     (["--part", "-1/2"], "argument --part: '-1/2': expected i/N with 0 <= i < N"),
 ])
 def test_a_mistyped_option_is_named(src, tmp_path, capsys, argv, said):
