@@ -84,13 +84,13 @@ def _kill_one_busy_worker(done: threading.Event) -> int | None:
 def test_a_killed_worker_is_retried_and_the_shards_equal_the_local_engines(
         s3, photos, tmp_path, capsys):
     src = s3.put_tree(photos, "ray", "src")
-    run = PackRun(engine="ray", storage_options=s3.options)
     options = {"shard_size": SHARD, "max_side": 256, "progress": False}
     done, result = threading.Event(), {}
 
     def packing():
         try:
-            result["manifest"] = pack(src, "s3://ray/out", run=run, **options)
+            result["manifest"] = pack(src, "s3://ray/out", engine="ray",
+                                      storage_options=s3.options, **options)
         finally:
             done.set()
     thread = threading.Thread(target=packing)

@@ -18,6 +18,7 @@ import pytest
 import dali_pipes.pack._leases as leases
 import dali_pipes.pack._shard as shard_job
 from dali_pipes.pack import PackRun, pack
+from dali_pipes.pack._args import PackArgumentError
 from dali_pipes.pack._owned import PackRefused
 from dali_pipes.sample_data import tiny_data
 from dali_pipes.sample_data.tiny_data import write_image_folder
@@ -118,7 +119,7 @@ def test_every_modality_packs_from_a_bucket_as_from_local_files(s3, tmp_path, mo
     src = s3.put_tree(folder, "modalities", f"{modality}/src")
     dst = f"s3://modalities/{modality}/out"
     pack(src, dst, modality=modality, shard_size=8192, progress=False,
-         run=PackRun(storage_options=s3.options))
+         storage_options=s3.options)  # PackRun's fields as keywords
     pack(folder, tmp_path / "local", modality=modality, shard_size=8192, progress=False)
     remote, local = objects(s3, dst), local_tree(tmp_path / "local")
     same_shards(remote, local)
@@ -273,3 +274,15 @@ def test_urls_are_checked_before_anything_is_written(capsys, tmp_path, monkeypat
     assert code == 2 and 'pip install "dali-pipes[ray]"' in err, err
     assert not (tmp_path.parent / "o2").exists()
 
+
+
+def test_the_engine_keywords_are_one_packrun(tmp_path):
+    from dali_pipes.pack import pack_run
+    assert pack_run({"engine": "ray", "ray_address": "auto"}) == \
+        PackRun(engine="ray", ray_address="auto")
+    assert pack_run({"run": PackRun(engine="ray")}) == PackRun(engine="ray")
+    assert pack_run({}) == PackRun()
+    with pytest.raises(PackArgumentError, match="not both"):
+        pack_run({"run": PackRun(), "engine": "ray"})
+    with pytest.raises(TypeError, match="'engin'; did you mean 'engine'"):
+        pack(tmp_path, tmp_path / "out", engin="ray")

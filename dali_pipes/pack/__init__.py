@@ -36,11 +36,13 @@ are the same.
 """
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
 import os
 import sys
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
 
 import numpy as np
 
@@ -103,7 +105,7 @@ class PackRun:
 def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None = None,
          quality: int = 90, part: tuple[int, int] = (0, 1), workers: int | None = None,
          shuffle: int | None = None, progress: bool | None = None,
-         overwrite: bool = False, modality: str = "image", run: PackRun | None = None) -> dict:
+         overwrite: bool = False, modality: str = "image", **run_options: Any) -> dict:
     """Write the class folders of `src` as shards into `dst` (see the module doc).
 
     Args:
@@ -121,13 +123,15 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
             `dst` written by another plan is refused: `PackRefused`).
         modality: what `src` holds: "image" (class folders of images), "video", "fusion",
             "frames" or "detection" (see `dali_pipes.pack._members`).
-        run: the engine and the stores (`PackRun`; None: the local engine, built-in stores).
+        run_options: the engine and the stores: `run=PackRun(...)`, or its fields as
+            keywords (`engine="ray"`, `ray_address=`, `storage_options=`, `store=`); none:
+            the local engine and the built-in stores.
 
     Returns:
         The manifest written. `PackArgumentError` (a ValueError) names a bad argument,
         `PackRefused` a destination this run must not write (another plan, another packer).
     """
-    run = run or PackRun()
+    run = pack_run(run_options)
     options = {"shard_size": shard_size, "max_side": max_side, "quality": quality,
                "shuffle": shuffle}
     for name, value in (*options.items(), ("workers", workers)):
@@ -164,6 +168,27 @@ def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None
         clean(dest, everything=False)  # temporary files of workers killed meanwhile
         still_held()
         return _manifest(source, dest, shards, options, {**plan, "digest": digest}, part)
+
+
+_PACK_KEYWORDS = tuple(p for p in inspect.signature(pack).parameters
+                      if p not in ("src", "dst", "run_options"))
+
+
+def pack_run(given: dict[str, Any]) -> PackRun:
+    """The PackRun `pack`'s engine keywords name: `run=` a PackRun, or its fields as
+    shorthands, not both; TypeError naming an unknown keyword (with the closest one)."""
+    run, rest = given.get("run"), {k: v for k, v in given.items() if k != "run"}
+    names = [f.name for f in fields(PackRun)]
+    unknown = [k for k in rest if k not in names]
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], [*names, "run", *_PACK_KEYWORDS], n=1)
+        raise TypeError(f"pack() got an unexpected keyword argument {unknown[0]!r}"
+                        + (f"; did you mean {near[0]!r}?" if near else ""))
+    if run is not None and not isinstance(run, PackRun):
+        raise TypeError(f"run must be a PackRun, got {type(run).__name__}")
+    if run is not None and rest:
+        raise PackArgumentError(f"give run=PackRun(...) or {', '.join(rest)}, not both")
+    return run or PackRun(**rest)
 
 
 def _stores(src, dst, run: PackRun) -> tuple[Store, Destination]:
