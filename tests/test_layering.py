@@ -25,7 +25,8 @@ def _modules(package: str) -> list[str]:
 
 RECIPES = _modules("dali_pipes.recipes")
 NUMPY_ONLY = (_modules("dali_pipes.formats") + _modules("dali_pipes.sources")
-              + _modules("dali_pipes.stores") + _modules("torch_bridge.order")
+              + _modules("dali_pipes.stores") + _modules("dali_pipes.geometry")
+              + _modules("torch_bridge.order")
               + [m for m in RECIPES if not m.endswith("_graph")]
               + _modules("dali_pipes.sample_data") + _modules("dali_pipes.testing")
               + ["dali_pipes.align", "dali_pipes.schema", "torch_bridge.registry"])
@@ -58,7 +59,7 @@ def test_graph_builders_never_import_torch():
 
 def test_the_check_sees_an_import_of_torch():
     """The same probe on a module that does import torch reports it (the check can fail)."""
-    assert _imported(["dali_pipes.recipes.augment", "torch_bridge.engines._collate"]) == [TORCH]
+    assert _imported(["dali_pipes.geometry.draws", "torch_bridge.engines._collate"]) == [TORCH]
 
 
 def _import_statements(path: Path) -> list[tuple[str, tuple[str, ...]]]:

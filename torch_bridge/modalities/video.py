@@ -37,10 +37,10 @@ from dali_pipes.clip_crops import check_crop_options, clip_windows
 from dali_pipes.clip_options import ClipOptions, VideoDecodeOptions
 from dali_pipes.clips import check_loader_pad
 from dali_pipes.formats.video import decoder_threads
+from dali_pipes.geometry.draws import flips
 from dali_pipes.gpu.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
-from dali_pipes.recipes.augment import flips
 from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.sources.video_data import video_source
