@@ -62,7 +62,7 @@ VIDEO_INPUTS = (Input("video", "uint8", 1), Input("decoded", "uint8", 4, "FHWC")
                 *_scalars("bool", "use_dali"),
                 *_scalars("int32", "start_frame", "sequence_length", "stride", "mirror"),
                 Input("timestamps", "float64", 1))
-# Only with resize="short_side" (dali_pipes.clip_crops): the clip's crop window in source
+# Only with resize="short_side" (dali_pipes.geometry.clip_crops): the clip's crop window in source
 # pixels, (y, x), that fn.resize reads (one window for every frame of the clip)
 CLIP_CROP_INPUTS = (Input("crop_start", "float32", 1), Input("crop_end", "float32", 1))
 IMU_INPUTS = (Input("imu", "float32", 2), Input("imu_valid", "bool", 1))

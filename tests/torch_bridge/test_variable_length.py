@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from dali_pipes.align import align_to_frames
-from dali_pipes.clips import clip_lengths
 from dali_pipes.formats.imu import imu_path_for, read_imu
 from dali_pipes.formats.video import decode_frames_pyav, probe_video
 from dali_pipes.frames import TIMESTAMPS, extract_tree, frame_name
+from dali_pipes.geometry.clips import clip_lengths
 from dali_pipes.geometry.draws import flips
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
 from dali_pipes.sample_data.sample_fusion import small_fusion_folder
