@@ -73,7 +73,7 @@ AUGMENT_INPUTS = _scalars("int32", "flip_h", "flip_v", "k")
 CLIP_INPUTS = (*_scalars("int32", "mirror"), Input("timestamps", "float64", 1))
 LENGTH_INPUT = Input("length", "int32", 0)
 # Detection: the window decode + resize + flip + canvas slice of the image, and the targets
-# (mapped once in numpy, dali_pipes.boxes) passed through the graph and padded to the
+# (mapped once in numpy, dali_pipes.geometry.boxes) passed through the graph and padded to the
 # batch's largest box count. "masks" only with masks=True.
 DETECTION_INPUTS = (Input("images", "uint8", 1), Input("anchor", "int32", 1),
                     Input("shape", "int32", 1), Input("resized", "float32", 1),

@@ -139,7 +139,7 @@ def crop_windows(seed: int, epoch: int, keys, heights, widths, boxes: list[np.nd
 @dataclass(frozen=True)
 class DetectionCrop:
     """The training crop's options (make_loader's detection group `crop=`, validated by
-    `dali_pipes.detection_options.detection_options`): the random resized crop's area
+    `dali_pipes.geometry.detection_options.detection_options`): the random resized crop's area
     `scale` and aspect `ratio` ranges; `min_iou` None, or box-aware crops (the first of
     `crop_attempts` windows whose IoU with some box reaches it, else the whole image); the
     flip probability `hflip`; `scale_jitter` None, or (low, high): large-scale jitter
