@@ -269,7 +269,7 @@ def hyperspectral(ctx: Ctx, normalize: bool) -> dict:
 
 
 def band_math(ctx: Ctx) -> dict:
-    from dali_pipes.bands import array_module, band_statistics, select_bands
+    from dali_pipes.geometry.bands import array_module, band_statistics, select_bands
     from dali_pipes.gpu.cupy_check import cupy_problem
     cube = np.random.default_rng(1).normal(size=(32, 64, 64)).astype(np.float32)
     module = array_module(ctx.device).__name__
