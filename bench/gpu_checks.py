@@ -115,7 +115,7 @@ def videos(ctx: Ctx, codec: str = "libvpx-vp9", size: tuple[int, int] | None = N
 
 
 def frames(ctx: Ctx) -> Path:
-    from dali_pipes.frames import extract_tree
+    from dali_pipes.sources.frames import extract_tree
 
     def make(p):
         extract_tree(videos(ctx), p, progress=False)
