@@ -1,9 +1,10 @@
 """The layering docs/design.md promises, checked in fresh interpreters through sys.modules: the
-numpy layers (formats, sources, stores, the recipe ops' parameters, align, the order package,
-the schema, the data writers and the shipped conformance suites of dali_pipes) import neither
-torch nor DALI, and the graph builders (dali_pipes/pipelines and the recipe ops' graph steps)
-never import torch; nothing of the library imports bench or the repository's tests (the
-shipped suites stand without them), and no import cycles, even ones hidden inside
+numpy layers (formats, sources, stores, geometry, the recipe ops' parameters, the order
+package, the schema, the data writers and the shipped conformance suites of dali_pipes) import
+neither torch nor DALI, and the graph builders (dali_pipes/pipelines and the recipe ops' graph
+steps) never import torch; the packages of dali_pipes import only downwards in their declared
+order (LAYERS), never torch_bridge; nothing of the library imports bench or the repository's
+tests (the shipped suites stand without them); and no import cycles, even ones hidden inside
 functions."""
 from __future__ import annotations
 
@@ -204,3 +205,51 @@ def test_no_import_cycles_in_the_library():
     graph = _import_graph()
     assert len(graph) > 150 and graph["torch_bridge.factory"]
     assert _cycles(graph) == []
+
+
+# The packages and top-level modules of dali_pipes, lowest layer first: a module imports its
+# own unit and the units of lower layers only, and nothing of torch_bridge (docs/design.md).
+LAYERS = (
+    ("formats", "schema", "option_groups", "cli", "progress", "launch_env", "gpu", "native",
+     "__init__"),
+    ("stores", "geometry"),
+    ("sources", "recipes", "clip_options"),
+    ("pipelines",),
+    ("pack", "sample_data", "testing", "align", "frames"),  # align, frames: public entrances
+)
+
+
+def _unit(module: str) -> str:
+    """A dali_pipes module's package or top-level module ("__init__": dali_pipes itself);
+    for another module its top package."""
+    parts = module.split(".")
+    return parts[0] if parts[0] != "dali_pipes" else parts[1] if len(parts) > 1 else "__init__"
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """"module -> imported" for every import of a dali_pipes module from another unit of its
+    own layer or of a higher one (a unit outside LAYERS, torch_bridge too, is above all)."""
+    rank = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+    return sorted(f"{m} -> {t}" for m, imported in graph.items() for t in imported
+                  if m.split(".")[0] == "dali_pipes" and _unit(t) != _unit(m)
+                  and rank.get(_unit(t), len(LAYERS)) >= rank.get(_unit(m), len(LAYERS)))
+
+
+def test_the_layer_check_sees_an_import_upwards():
+    assert _upward({"dali_pipes.formats.envi": {"dali_pipes.sources.image"},
+                    "dali_pipes.sources.image": {"dali_pipes.stores.local",
+                                                 "dali_pipes.sources.names"},
+                    "dali_pipes.stores.local": {"dali_pipes.geometry.draws"},
+                    "dali_pipes.schema": {"torch_bridge.registry"}}) == [
+        "dali_pipes.formats.envi -> dali_pipes.sources.image",
+        "dali_pipes.schema -> torch_bridge.registry",
+        "dali_pipes.stores.local -> dali_pipes.geometry.draws"]
+
+
+def test_dali_pipes_imports_only_downwards():
+    graph = _import_graph()
+    units = {_unit(m) for m in graph if m.split(".")[0] == "dali_pipes"}
+    assert units == {unit for layer in LAYERS for unit in layer}  # a new one gets its place
+    assert "dali_pipes.geometry.draws" in graph["dali_pipes.sources.hyperspectral"]
+    assert _upward(graph) == []
+
