@@ -348,5 +348,5 @@ def small_and_unsupported_clips(ctx: Ctx) -> dict:
         ld = loader(ctx, "video", data, **CLIP)
         got = epoch(ld, n=1)
         out[name] = {"shape": list(got[0]["frames"].shape),
-                     "decoder": ld._engine.modality.decoder(0)[0]}
+                     "decoder": ld.engine.modality.decoder(0)[0]}
     return out

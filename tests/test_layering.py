@@ -4,8 +4,8 @@ package, the schema, the data writers and the shipped conformance suites of dali
 neither torch nor DALI, and the graph builders (dali_pipes/pipelines and the recipe ops' graph
 steps) never import torch; the packages of dali_pipes import only downwards in their declared
 order (LAYERS), never torch_bridge; nothing of the library imports bench or the repository's
-tests (the shipped suites stand without them); and no import cycles, even ones hidden inside
-functions."""
+tests (the shipped suites stand without them); bench uses only the library's public names; and
+no import cycles, even ones hidden inside functions."""
 from __future__ import annotations
 
 import ast
@@ -253,3 +253,66 @@ def test_dali_pipes_imports_only_downwards():
     assert "dali_pipes.geometry.draws" in graph["dali_pipes.sources.hyperspectral"]
     assert _upward(graph) == []
 
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_imports(path: Path) -> list[str]:
+    """Imports of a private module or name of the library (any depth of the code)."""
+    return [" ".join((module, *names)) for module, names in _import_statements(path)
+            if module.split(".")[0] in ("dali_pipes", "torch_bridge")
+            and any(map(_private, (*module.split("."), *names)))]
+
+
+def _attribute_read(node: ast.AST) -> tuple[ast.expr, str] | None:
+    """(x, name) of `x.name`, or of getattr / setattr / hasattr(x, "name")."""
+    if isinstance(node, ast.Attribute):
+        return node.value, node.attr
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) > 1 \
+            and node.func.id in ("getattr", "setattr", "hasattr") \
+            and isinstance(node.args[1], ast.Constant):
+        return node.args[0], str(node.args[1].value)
+    return None
+
+
+def _private_reads(path: Path) -> list[str]:
+    """Reads of a private attribute whose owner is not the file's own object (self, cls,
+    super()) nor a module from outside the repository (os._exit): the library's objects."""
+    tree = ast.parse(path.read_text(), str(path))
+    own = {"self", "cls"} | {a.asname or a.name.split(".")[0] for node in ast.walk(tree)
+                             if isinstance(node, ast.Import) for a in node.names
+                             if a.name.split(".")[0] not in ("dali_pipes", "torch_bridge",
+                                                              "bench", "tests")}
+    found = []
+    for node in ast.walk(tree):
+        owner, name = _attribute_read(node) or (None, "")
+        super_call = isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) \
+            and owner.func.id == "super"
+        if _private(name) and not super_call and not (isinstance(owner, ast.Name)
+                                                      and owner.id in own):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return sorted(found)
+
+
+def test_bench_uses_only_public_names_of_the_library():
+    """An internal rename of the library never breaks a benchmark: bench imports no private
+    module or name and reads no private attribute (its own private helpers are its own)."""
+    found = {str(p.relative_to(ROOT)): _private_imports(p) + _private_reads(p)
+             for p in (ROOT / "bench").rglob("*.py")}
+    assert len(found) > 50 and "bench/stages.py" in found
+    assert {path: names for path, names in found.items() if names} == {}
+
+
+def test_the_bench_check_sees_private_names(tmp_path):
+    study = tmp_path / "study.py"
+    study.write_text(
+        "import os\nfrom torch_bridge.engines._feeders import PlanBatch\n"
+        "from dali_pipes.schema import _scalars, Input\n\n\nclass Probe:\n"
+        "    def run(self, loader):\n        from dali_pipes import _private\n"
+        "        self._seen = super()._parts\n        os._exit(0)\n"
+        "        return loader._engine, getattr(loader, '_stats'), loader.engine.modality\n")
+    assert _private_imports(study) == ["torch_bridge.engines._feeders PlanBatch",
+                                       "dali_pipes.schema _scalars Input",
+                                       "dali_pipes _private"]
+    assert _private_reads(study) == ["11: getattr(loader, '_stats')", "11: loader._engine"]

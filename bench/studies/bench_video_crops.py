@@ -36,10 +36,10 @@ from dali_pipes.sources.video import VideoFolderSource
 
 def _resize_then_crop(device: str, resized, size):
     """The alternative graph: decode, resize the whole frame, cut the window."""
+    scalars = [i for i in schema.VIDEO_INPUTS
+               if i.name in ("start_frame", "sequence_length", "stride")]  # the graph's own
     video, start, length, stride, anchor = external_inputs(
-        (schema.Input("video", "uint8", 1), *schema._scalars(
-            "int32", "start_frame", "sequence_length", "stride"),
-         schema.Input("anchor", "float32", 1)))
+        (schema.Input("video", "uint8", 1), *scalars, schema.Input("anchor", "float32", 1)))
     frames = fn.decoders.video(video, device="cpu", start_frame=start, sequence_length=length,
                                stride=stride, pad_mode="edge")
     frames = fn.resize(frames, size=list(resized), antialias=True,
