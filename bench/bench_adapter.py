@@ -48,9 +48,9 @@ import torch
 from torch.utils.data import Dataset, Sampler, SequentialSampler
 
 from dali_pipes.formats.image_kind import prepare_image
+from dali_pipes.geometry.draws import image_params
 from dali_pipes.pipelines.config import load_config
 from dali_pipes.pipelines.image import build_image_pipeline
-from dali_pipes.recipes.augment import image_params
 from dali_pipes.sources import ImageFolderSource
 from torch_bridge.integrations.adapter import as_jpeg_array, dali_from_dataset
 

@@ -62,8 +62,8 @@ from bench.metrics import LoadMonitor  # noqa: E402
 from bench.report import fit, print_table, speedups, write_json  # noqa: E402
 from bench.rounds import (  # noqa: E402, F401  (studies and tests use all but run_all here)
     BackendFailed,
-    _median,
     last_error_line,
+    median_row,
     run_all,
     run_backend,
 )

@@ -115,7 +115,7 @@ def videos(ctx: Ctx, codec: str = "libvpx-vp9", size: tuple[int, int] | None = N
 
 
 def frames(ctx: Ctx) -> Path:
-    from dali_pipes.frames import extract_tree
+    from dali_pipes.sources.frames import extract_tree
 
     def make(p):
         extract_tree(videos(ctx), p, progress=False)
@@ -269,7 +269,7 @@ def hyperspectral(ctx: Ctx, normalize: bool) -> dict:
 
 
 def band_math(ctx: Ctx) -> dict:
-    from dali_pipes.bands import array_module, band_statistics, select_bands
+    from dali_pipes.geometry.bands import array_module, band_statistics, select_bands
     from dali_pipes.gpu.cupy_check import cupy_problem
     cube = np.random.default_rng(1).normal(size=(32, 64, 64)).astype(np.float32)
     module = array_module(ctx.device).__name__
@@ -348,5 +348,5 @@ def small_and_unsupported_clips(ctx: Ctx) -> dict:
         ld = loader(ctx, "video", data, **CLIP)
         got = epoch(ld, n=1)
         out[name] = {"shape": list(got[0]["frames"].shape),
-                     "decoder": ld._engine.modality.decoder(0)[0]}
+                     "decoder": ld.engine.modality.decoder(0)[0]}
     return out

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import time
+import weakref
 
 STAGE_KEYS = ("read_ms", "decode_augment_ms", "transfer_ms")
 _TORCH_SLOTS = ("read", "decode", "load", "samples")
@@ -81,7 +82,7 @@ class DaliStages:
     def __init__(self, loader):
         import torch_bridge.engines.dali as engine_module
 
-        engine = loader._engine
+        engine = loader.engine
         self.totals = _Totals()
         self.batches = 0
         modality = engine.modality
@@ -94,12 +95,13 @@ class DaliStages:
         engine_module.dali_to_torch = _timed(engine_module.dali_to_torch, add_transfer)
         engine_module.attach_meta = _timed(engine_module.attach_meta, add_transfer)
         build, outputs_add = engine.build, self.totals.adder("outputs")
+        timed: weakref.WeakSet = weakref.WeakSet()  # the pipelines whose outputs() are wrapped
 
         def build_timed():
             pipe = build()
-            if not getattr(pipe, "_bench_stages", False):  # a new pipeline after a failure
+            if pipe not in timed:  # a new pipeline after a failure
                 pipe.outputs = _timed(pipe.outputs, outputs_add)
-                pipe._bench_stages = True
+                timed.add(pipe)
             return pipe
         engine.build = build_timed
 
@@ -120,7 +122,7 @@ class TorchStages:
     workers; must be set up before the first batch is asked for (workers start then)."""
 
     def __init__(self, loader):
-        engine = loader._engine
+        engine = loader.engine
         self.shared = multiprocessing.get_context("fork").Array("d", len(_TORCH_SLOTS))
         dataset = engine.loader.dataset
         modality = dataset.modality

@@ -2,14 +2,15 @@
 clip is, how video files are decoded, how the IMU is aligned (numpy only).
 
 Each field is a `make_loader` keyword with its default; the modalities check the values
-(`torch_bridge.modalities.video.ClipModality`, `dali_pipes.clip_crops`, `dali_pipes.clips`).
+(`torch_bridge.modalities.video.ClipModality`, `dali_pipes.geometry.clip_crops`,
+`dali_pipes.geometry.clips`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dali_pipes.clip_crops import ClipResize
-from dali_pipes.clips import LoaderPad
+from dali_pipes.geometry.clip_crops import ClipResize
+from dali_pipes.geometry.clips import LoaderPad
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def _option_objects() -> set[type]:
 
 
 def test_option_objects_are_narrow_with_inherited_and_nested_fields():
-    from dali_pipes.detection_options import DetectionCrop, DetectionOptions
+    from dali_pipes.geometry.detection_options import DetectionCrop, DetectionOptions
     from dali_pipes.recipes import ImageRecipe, Mixing
     groups = _option_objects()
     assert {ImageRecipe, Mixing, DetectionOptions, DetectionCrop} <= groups

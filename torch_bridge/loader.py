@@ -131,6 +131,13 @@ class Loader:
         return self._engine.num_workers
 
     @property
+    def engine(self) -> Engine:
+        """The engine running the plan (`torch_bridge.protocols.Engine`: DALI pipelines or
+        a torch DataLoader) and its `modality`: for tools that time or inspect its stages,
+        as bench/stages.py does; what it holds beyond the protocol may change."""
+        return self._engine
+
+    @property
     def fields(self) -> tuple[str, ...] | None:
         """The fields each batch is a tuple of, in order; None: batches are dicts."""
         return self._fields

@@ -7,7 +7,7 @@ Sets: the built-in 500x375 images (dali_pipes/sample_data/sample_images.py) and 
 photo-like images of random sizes 200-640 px (quality 90, 4:2:0, written to a temporary
 folder); with --large also the large-photo set (3000-6000 px), with --real the crops of
 real photos (200-640 px, dali_pipes/sample_data/sample_real.py). Each image gets its
-random-resized-crop window of epoch 0 (dali_pipes.recipes.augment) and the default recipe's
+random-resized-crop window of epoch 0 (dali_pipes.geometry.draws) and the default recipe's
 output (224x224, normalized float32). CPU ms per image (process time, DALI with one
 thread, batches of 16), medians over interleaved rounds:
   dali          the image graph with jpeg_partial_decode = false (image_slice + DpResize)
@@ -55,7 +55,7 @@ def files_of(root: Path, n: int) -> list[bytes]:
 
 def windows_of(files: list[bytes]) -> np.ndarray:
     from dali_pipes.formats.jpeg_scan import jpeg_size
-    from dali_pipes.recipes.augment import random_resized_crop
+    from dali_pipes.geometry.draws import random_resized_crop
     hw = np.array([jpeg_size(f) for f in files])
     return random_resized_crop(0, 0, np.arange(len(files)), hw[:, 0], hw[:, 1]).astype(np.int32)
 

@@ -4,7 +4,7 @@
 
 On the large-photo set (dali_pipes/sample_data/sample_images.py, `--sample large` in compare.py)
 each image
-gets its random-resized-crop window of epoch 0 (the plan's, dali_pipes.recipes.augment). Timed,
+gets its random-resized-crop window of epoch 0 (the plan's, dali_pipes.geometry.draws). Timed,
 one thread each, CPU ms per image (process CPU time, so DALI's worker thread counts):
   dali-roi-decode   fn.decoders.image_slice of the window (today's graph, decode only)
   dali-full-decode  fn.decoders.image of the whole file
@@ -26,7 +26,7 @@ import numpy as np
 
 
 def load(data: Path, n: int, size: int):
-    from dali_pipes.recipes.augment import image_params
+    from dali_pipes.geometry.draws import image_params
     from dali_pipes.sources.image import ImageFolderSource
     src = ImageFolderSource(data)
     got = [src.read(i) for i in range(min(n, len(src)))]

@@ -149,7 +149,7 @@ def throughput(args, data: dict[str, str], s3=None) -> list[dict]:
             runs[(row, backend)].append(run_row(row, backend, source, args, options))
     table = []
     for (row, backend), results in runs.items():
-        med = compare._median(results)
+        med = compare.median_row(results)
         table.append({"row": row, "backend": backend, **{k: med.get(k) for k in (
             "samples_per_s", "samples_per_s_range", "wait_ms_p50", "wait_ms_p95",
             "cpu_ms_per_sample", "peak_rss_mb", "steps", "repeats")},

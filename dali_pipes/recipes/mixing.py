@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dali_pipes.recipes.augment import STREAM_MIX
+from dali_pipes.geometry.draws import STREAM_MIX
 
 _MASK = 0xFFFFFFFFFFFFFFFF
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dali_pipes.recipes.augment import uniforms
+from dali_pipes.geometry.draws import uniforms
 
 STREAM_PHOTO = 8
 NO_BLUR_SIGMA = 1e-6  # a gaussian this narrow is the identity on any window

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from dali_pipes.recipes.augment import uniforms
+from dali_pipes.geometry.draws import uniforms
 
 STREAM_POLICY = 9
 OPS = ("Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",

@@ -50,7 +50,7 @@ def video(root: Path, source: int) -> Path:
 def frames(root: Path, source: int) -> Path:
     """The `video` data set of `source`, extracted into frame folders under `root` (the
     clips themselves go to a sibling folder)."""
-    from dali_pipes.frames import extract_tree
+    from dali_pipes.sources.frames import extract_tree
     clips = video(root.with_name(root.name + "_clips"), source)
     report = extract_tree(clips, root, progress=False)
     if report.failed:

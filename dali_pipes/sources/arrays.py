@@ -27,7 +27,7 @@ import numpy as np
 from dali_pipes import schema
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.npy import HEAD_BYTES, NpyHeader, check_like, header_length, parse_header
-from dali_pipes.recipes.augment import uniforms
+from dali_pipes.geometry.draws import uniforms
 from dali_pipes.sources.folders import PathLike, list_class_folders, listing_digest, names_in
 from dali_pipes.sources.protocol import WindowRead, WindowSource
 from dali_pipes.sources.remote_folders import list_remote_class_folders
@@ -35,7 +35,7 @@ from dali_pipes.stores import Store
 from dali_pipes.stores.select import open_store, store_paths
 
 EXTENSIONS = frozenset({".npy"})
-STREAM_WINDOW = 13  # the random window start (independent of dali_pipes.recipes.augment's)
+STREAM_WINDOW = 13  # the random window start (independent of dali_pipes.geometry.draws's)
 
 # The batch: the windows, padded at the end to `length` rows, with the "length" / "mask"
 # fields of variable-length clips (dali_pipes.schema.LENGTHS) saying which rows are real.

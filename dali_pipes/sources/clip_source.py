@@ -6,7 +6,7 @@ per video and a view is a clip).
 
 Subclasses list `files` (one per video), set `labels`/`source_ids` per video through
 `_set_listing`, and say how many frames a video has (`frame_count`). Clip starts come from
-`dali_pipes.clips` (pure functions of seed, epoch, video index and clip number) with its
+`dali_pipes.geometry.clips` (pure functions of seed, epoch, video index and clip number) with its
 "repeat_last" padding rule, so every clip source gives the same index the same clip;
 `clip_frames(..., variable=True)` keeps only the frames the video has (loaders' pad="variable").
 A read (`protocol.ClipRead`) names its frames; without them it reads the evaluation clip.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dali_pipes.clips import clip_frame_indices, clip_lengths, clip_span, clip_starts
+from dali_pipes.geometry.clips import clip_frame_indices, clip_lengths, clip_span, clip_starts
 from dali_pipes.sources.names import PathTable
 from dali_pipes.sources.protocol import Source
 

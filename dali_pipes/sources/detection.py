@@ -36,11 +36,10 @@ from dali_pipes.formats.files import read_file_bytes
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.folders import listing_digest, names_in
 from dali_pipes.sources.image import ImageReads, check_max_pixels
+from dali_pipes.sources.options import DEFAULT_ANNOTATIONS
 from dali_pipes.stores import Store
 from dali_pipes.stores.remote import is_url
 from dali_pipes.stores.select import can_list, local_files, open_store
-
-DEFAULT_ANNOTATIONS = "instances.json"  # the detection loader's default `annotations`
 
 
 def annotation_path(images_dir: str | os.PathLike, annotations: str | os.PathLike,

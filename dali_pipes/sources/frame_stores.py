@@ -24,8 +24,8 @@ import numpy as np
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
-from dali_pipes.frames import TIMESTAMPS, frame_name
 from dali_pipes.sources.folders import is_hidden
+from dali_pipes.sources.frames import TIMESTAMPS, frame_name
 from dali_pipes.sources.image import check_max_pixels
 from dali_pipes.sources.remote_folders import Objects
 from dali_pipes.sources.shard_manifest import manifest_classes

@@ -34,11 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from dali_pipes.bands import band_statistics, bands_in_range
 from dali_pipes.formats import FormatError, open_envi, open_spe
 from dali_pipes.formats.cube import Cube
 from dali_pipes.formats.label_map import read_label_map
-from dali_pipes.recipes.augment import STREAM_PATCH, uniforms
+from dali_pipes.geometry.bands import band_statistics, bands_in_range
+from dali_pipes.geometry.draws import STREAM_PATCH, uniforms
 from dali_pipes.sources.folders import is_sample, listing_digest, names_in
 from dali_pipes.sources.links import LinkRule
 from dali_pipes.sources.protocol import PatchSource

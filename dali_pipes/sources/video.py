@@ -2,7 +2,7 @@
 
 Files are probed lazily (on first use of a sample, through `probe_video`'s in-process cache),
 so making a source over thousands of files costs a directory listing only. Clip starts come
-from `dali_pipes.clips` (pure functions of seed, epoch, video index and clip number); the
+from `dali_pipes.geometry.clips` (pure functions of seed, epoch, video index and clip number); the
 frame indices of a clip follow its "repeat_last" padding rule (a video shorter than the clip
 repeats its last frame, and the timestamps repeat with it).
 

@@ -15,9 +15,9 @@ import numpy as np
 from dali_pipes.formats.files import read_file_bytes
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.formats.jpeg_scan import jpeg_size
-from dali_pipes.frames import TIMESTAMPS, frame_name
 from dali_pipes.sources.clip_source import ClipSource
 from dali_pipes.sources.folders import PathLike, is_sample, list_class_folders, listing_digest
+from dali_pipes.sources.frames import TIMESTAMPS, frame_name
 from dali_pipes.sources.image import check_max_pixels
 from dali_pipes.sources.protocol import ClipRead, EncodedFrames, FrameSource
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dali_pipes.clip_crops import clip_windows, source_roi
+from dali_pipes.geometry.clip_crops import clip_windows, source_roi
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.fusion import build_fusion_pipeline
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD

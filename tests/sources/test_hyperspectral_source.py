@@ -168,7 +168,7 @@ def test_band_stats_for_a_cuda_device_equal_the_cpu_ones(scenes):
 @pytest.mark.gpu
 def test_band_stats_run_on_cupy_with_a_gpu(scenes):
     cupy = pytest.importorskip("cupy")
-    from dali_pipes.bands import array_module
+    from dali_pipes.geometry.bands import array_module
     assert array_module("cuda:0") is cupy
     src = HyperspectralSource(_folder(scenes))
     for scene in range(3):

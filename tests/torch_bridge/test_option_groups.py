@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dali_pipes.detection_options import DetectionCrop, detection_options
+from dali_pipes.geometry.detection_options import DetectionCrop, detection_options
 from dali_pipes.pipelines.config import load_config
 from dali_pipes.recipes import Erasing, ImageRecipe, Mixing, Photometric, image_recipe
 from dali_pipes.recipes.files import load_recipe

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dali_pipes.formats.video import decode_frames_pyav, probe_video
-from dali_pipes.recipes.augment import flips
+from dali_pipes.geometry.draws import flips
 from dali_pipes.sample_data.sample_video import small_video_folder, synthetic_frames, write_video
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 from dali_pipes.sources.video import VideoFolderSource

@@ -1,12 +1,13 @@
 """The detection modality: an images folder + COCO instances file -> images and targets.
 
 Geometry (crop window, resize, flip, offset on the canvas) comes from the plan
-(`dali_pipes.detection_options`, `dali_pipes.boxes`) and is applied to the pixels by each
-backend: DALI decodes the window, resizes, flips, normalizes and slices the canvas; the
-torch path does the same with torchvision in DataLoader workers. Boxes and masks are
-mapped ONCE in numpy (`dali_pipes.boxes.map_boxes` / `resample_masks`) and handed to both
-backends, so they are equal, not just close. On DALI the targets pass through the graph and
-are padded there (`fn.pad`); on torch the collate pads them (`torch_bridge.engines._collate`).
+(`dali_pipes.geometry.detection_options`, `dali_pipes.geometry.boxes`) and is applied to the
+pixels by each backend: DALI decodes the window, resizes, flips, normalizes and slices the
+canvas; the torch path does the same with torchvision in DataLoader workers. Boxes and masks
+are mapped ONCE in numpy (`dali_pipes.geometry.boxes.map_boxes` / `resample_masks`) and
+handed to both backends, so they are equal, not just close. On DALI the targets pass through
+the graph and are padded there (`fn.pad`); on torch the collate pads them
+(`torch_bridge.engines._collate`).
 """
 from __future__ import annotations
 
@@ -15,17 +16,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from dali_pipes import boxes as geo
-from dali_pipes.detection_options import (
-    DetectionOptions,
-    DetectionSourceOptions,
-    detection_options,
-)
 from dali_pipes.formats.coco import decode_masks
+from dali_pipes.geometry import boxes as geo
+from dali_pipes.geometry.detection_options import DetectionOptions, detection_options
 from dali_pipes.pipelines import detection as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.detection import warn_empty_masks
 from dali_pipes.sources.detection_shards import detection_source
+from dali_pipes.sources.options import DetectionSourceOptions
 from dali_pipes.stores import Store
 from dali_pipes.stores.select import open_store
 from torch_bridge.errors import SampleGuard
@@ -43,7 +41,7 @@ class DetectionModality(SourceModality):
     scaled to fit, padded), `fit` ("longer": the image fits the canvas; "shorter": shorter
     side `size`, longer side at most `max_size`, default size * 1333 / 800, canvas
     max_size x max_size), `pad_to_multiple` (round the canvas up), the training crop's
-    group `crop` (`dali_pipes.boxes.DetectionCrop`, or a dict; each field also
+    group `crop` (`dali_pipes.geometry.boxes.DetectionCrop`, or a dict; each field also
     a flat keyword): `scale` / `ratio` (the crop window's area fraction and aspect range),
     `min_iou` (None, or box-aware crops: the first of `crop_attempts` windows whose IoU
     with some box reaches it, else the whole image), `hflip` (probability, default 0.5),

@@ -14,12 +14,12 @@ from dali_pipes.formats.image_decode import (
     prepare_decode,
 )
 from dali_pipes.formats.jpeg_scale import DCT_FACTORS
+from dali_pipes.geometry.draws import recipe_params
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
 from dali_pipes.pipelines.jpeg_partial import partial_decode_applies
 from dali_pipes.recipes import ImageRecipe, check_num_classes, image_recipe, size_at
-from dali_pipes.recipes.augment import recipe_params
 from dali_pipes.recipes.files import load_recipe
 from dali_pipes.recipes.mixing import mix_params
 from dali_pipes.recipes.photometric import photometric_params

@@ -18,10 +18,11 @@ batch is padded to its longest clip: by `fn.pad` in the graph on the DALI backen
 
 `resize="short_side"` keeps the aspect ratio: frames are resized to `short_side` on their
 shorter side and a `size` window is cut out, random per clip in training, centred in
-evaluation, or one of `views=(clips, crops)` evenly spaced windows (`dali_pipes.clip_crops`;
-docs/video_crops.md). On the DALI backend the graph resizes only the window from the frames
-it decodes (`fn.resize` with a region of interest); PyAV-decoded clips are resized and cut in
-the feed with the torch path's call (`clip_resize.resize_crop`).
+evaluation, or one of `views=(clips, crops)` evenly spaced windows
+(`dali_pipes.geometry.clip_crops`; docs/video_crops.md). On the DALI backend the graph
+resizes only the window from the frames it decodes (`fn.resize` with a region of interest);
+PyAV-decoded clips are resized and cut in the feed with the torch path's call
+(`clip_resize.resize_crop`).
 
 Throughput against the torch reference: docs/measurements.md.
 """
@@ -33,14 +34,14 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from dali_pipes.clip_crops import check_crop_options, clip_windows
 from dali_pipes.clip_options import ClipOptions, VideoDecodeOptions
-from dali_pipes.clips import check_loader_pad
 from dali_pipes.formats.video import decoder_threads
+from dali_pipes.geometry.clip_crops import check_crop_options, clip_windows
+from dali_pipes.geometry.clips import check_loader_pad
+from dali_pipes.geometry.draws import flips
 from dali_pipes.gpu.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
-from dali_pipes.recipes.augment import flips
 from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.sources.video_data import video_source

@@ -14,7 +14,7 @@ Modes (`detection_geometry`):
   eval   the whole image, scaled keeping its aspect ratio so that it fits the canvas
          (fit="longer") or so that its shorter side is `size` with the longer side at most
          `max_size` (fit="shorter", canvas max_size x max_size); padded bottom / right.
-  train  a random resized crop window (`dali_pipes.recipes.augment.random_resized_crop`) resized to
+  train  a random resized crop window (`dali_pipes.geometry.draws.random_resized_crop`) resized to
          the canvas, with box-aware rejection when `min_iou` is set: up to `attempts`
          windows are drawn and the first whose IoU with some box reaches `min_iou` wins
          (none: the whole image); then a horizontal flip.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dali_pipes.recipes.augment import _MASK, flips, random_resized_crop, uniforms
+from dali_pipes.geometry.draws import _MASK, flips, random_resized_crop, uniforms
 
 STREAM_JITTER = 11  # large-scale jitter: factor and crop offset
 _ATTEMPT_SEED = 0x9E3779B97F4A7C15
@@ -139,7 +139,7 @@ def crop_windows(seed: int, epoch: int, keys, heights, widths, boxes: list[np.nd
 @dataclass(frozen=True)
 class DetectionCrop:
     """The training crop's options (make_loader's detection group `crop=`, validated by
-    `dali_pipes.detection_options.detection_options`): the random resized crop's area
+    `dali_pipes.geometry.detection_options.detection_options`): the random resized crop's area
     `scale` and aspect `ratio` ranges; `min_iou` None, or box-aware crops (the first of
     `crop_attempts` windows whose IoU with some box reaches it, else the whole image); the
     flip probability `hflip`; `scale_jitter` None, or (low, high): large-scale jitter

@@ -1,12 +1,13 @@
-"""Detection geometry (dali_pipes.boxes, dali_pipes.detection_options): pure numpy."""
+"""Detection geometry (dali_pipes.geometry.boxes, dali_pipes.geometry.detection_options):
+pure numpy."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dali_pipes import boxes as geo
-from dali_pipes.detection_options import detection_options
-from dali_pipes.recipes.augment import random_resized_crop
+from dali_pipes.geometry import boxes as geo
+from dali_pipes.geometry.detection_options import detection_options
+from dali_pipes.geometry.draws import random_resized_crop
 
 H = np.array([100, 300, 50])
 W = np.array([200, 150, 50])

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torchvision.transforms.v2 import functional as F
 
-from dali_pipes.clip_crops import (
+from dali_pipes.geometry.clip_crops import (
     check_crop_options,
     clip_windows,
     default_short_side,

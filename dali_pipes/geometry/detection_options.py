@@ -1,7 +1,7 @@
 """The detection modality's geometry options, validated once (numpy only).
 
 ValueError names the option, the value and what is allowed. `DetectionOptions.geometry`
-gives a batch's `dali_pipes.boxes.Geometry` from the plan's (seed, epoch, keys).
+gives a batch's `dali_pipes.geometry.boxes.Geometry` from the plan's (seed, epoch, keys).
 """
 from __future__ import annotations
 
@@ -11,14 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from dali_pipes import boxes as geo
-from dali_pipes.boxes import DetectionCrop
-from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+from dali_pipes.geometry import boxes as geo
+from dali_pipes.geometry.boxes import DetectionCrop
 from dali_pipes.option_groups import build, expand, group
-from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
 
 MAX_SIZE_RATIO = 1333 / 800  # torchvision's detection default: min_size 800, max_size 1333
-__all__ = ["DetectionCrop", "DetectionOptions", "DetectionSourceOptions", "detection_options"]
+__all__ = ["DetectionCrop", "DetectionOptions", "detection_options"]
 
 
 @dataclass(frozen=True)
@@ -44,20 +42,6 @@ class DetectionOptions:
                                      size=min(self.size), max_size=self.max_size)
         return geo.train_geometry(seed, epoch, keys, heights, widths, boxes, self.canvas,
                                   self.crop)
-
-
-@dataclass(frozen=True)
-class DetectionSourceOptions:
-    """Which annotations and targets: the COCO `annotations` file (relative: in each images
-    folder), `categories` (COCO category dicts, for shards), `crowd` ("drop" or "keep"),
-    `masks` and `semantic` (the mask fields), `max_pixels` (as for images)."""
-
-    annotations: str = DEFAULT_ANNOTATIONS
-    categories: list | None = None
-    crowd: str = "drop"
-    masks: bool = False
-    semantic: bool = False
-    max_pixels: int | None = DEFAULT_MAX_PIXELS
 
 
 def _pair(name: str, value, *, lo: float, hi: float = math.inf, ints: bool = False

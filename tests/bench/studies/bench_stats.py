@@ -1,20 +1,26 @@
 """The cost of the live statistics (loader.stats()): loaders with the counters on and off,
 interleaved rounds on the built-in image set, and the per-batch cost of the counting calls.
 
-    python bench/studies/bench_stats.py [--backend dali|torch] [--rounds 5] [--epochs 2]
+    python tests/bench/studies/bench_stats.py [--backend dali|torch] [--rounds 5] [--epochs 2]
 
 "off" sets the loader's counters disabled (every record call returns at once); the clock
 reads at the stage boundaries stay, so the per-batch microbenchmark below gives the cost
-of those too. Results go in docs/stats.md.
+of those too. Results go in docs/stats.md. Switching the counters off reaches into the
+loader's internals, so the study lives beside the tests rather than in bench/.
 """
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 from time import perf_counter_ns
 
 import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.append(str(Path(__file__).resolve().parents[3]))  # after PYTHONPATH
 
 
 def epoch_rate(loader, epochs: int) -> tuple[float, float]:

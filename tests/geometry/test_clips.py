@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dali_pipes.clips import (
+from dali_pipes.geometry.clips import (
     check_loader_pad,
     clip_frame_indices,
     clip_lengths,

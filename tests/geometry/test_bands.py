@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from dali_pipes.bands import (
+from dali_pipes.geometry.bands import (
     array_module,
     band_statistics,
     bands_in_range,
@@ -163,7 +163,7 @@ def test_array_module_is_numpy_on_the_cpu_and_checks_the_device():
 
 
 def test_cupy_is_not_imported_on_cpu_paths():
-    code = ("import sys, numpy as np; from dali_pipes import bands; "
+    code = ("import sys, numpy as np; from dali_pipes.geometry import bands; "
             "from dali_pipes.sources import hyperspectral; "
             "cube = np.random.default_rng(0).normal(size=(6, 8, 9)); "
             "bands.select_bands(cube, 2); bands.band_statistics(cube.reshape(6, -1)); "

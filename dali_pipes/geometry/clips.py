@@ -30,7 +30,7 @@ from typing import Literal
 
 import numpy as np
 
-from dali_pipes.recipes.augment import STREAM_CLIP, uniforms
+from dali_pipes.geometry.draws import STREAM_CLIP, uniforms
 
 LoaderPad = Literal["repeat_last", "variable"]
 LOADER_PADS = ("repeat_last", "variable")

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy.spatial.transform import Rotation, Slerp
 
-from dali_pipes.align import align_to_frames
+from dali_pipes.geometry.align import align_to_frames
 
 # ----------------------------------------------------------------------------- references
 
@@ -269,3 +269,15 @@ def test_property_linear_equals_np_interp_after_dedup_keep_last(stream):
     values, valid = align_to_frames(frames, ts, vs)
     np.testing.assert_allclose(values, _ref_linear(frames, ts, vs), rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(valid, (frames >= ts.min()) & (frames <= ts.max()))
+
+
+def test_the_public_path_is_the_same_function():
+    """`from dali_pipes.align import align_to_frames` (the documented path) stays the
+    geometry package's function, with its method names."""
+    import dali_pipes.align as public
+    from dali_pipes.geometry import align
+
+    assert public.align_to_frames is align.align_to_frames
+    assert public.METHODS == align.METHODS == ("linear", "slerp", "previous", "nearest")
+    values, valid = public.align_to_frames([0.5], [0.0, 1.0], [[0.0], [2.0]], method="nearest")
+    assert values.tolist() == [[0.0]] and valid.tolist() == [True]

@@ -3,32 +3,32 @@ import math
 import numpy as np
 import pytest
 
-from dali_pipes.recipes import augment
+from dali_pipes.geometry import draws
 
 
 def test_uniforms_pure_and_independent_of_batch_composition():
     idx = np.array([5, 9, 1000])
-    a = augment.uniforms(1, 2, idx, augment.STREAM_CROP, 8)
-    b = augment.uniforms(1, 2, idx[::-1], augment.STREAM_CROP, 8)[::-1]
+    a = draws.uniforms(1, 2, idx, draws.STREAM_CROP, 8)
+    b = draws.uniforms(1, 2, idx[::-1], draws.STREAM_CROP, 8)[::-1]
     np.testing.assert_array_equal(a, b)
     assert a.shape == (3, 8) and (a >= 0).all() and (a < 1).all()
-    assert not np.array_equal(a, augment.uniforms(1, 3, idx, augment.STREAM_CROP, 8))
-    assert not np.array_equal(a, augment.uniforms(2, 2, idx, augment.STREAM_CROP, 8))
-    assert not np.array_equal(a, augment.uniforms(1, 2, idx, augment.STREAM_FLIP, 8))
+    assert not np.array_equal(a, draws.uniforms(1, 3, idx, draws.STREAM_CROP, 8))
+    assert not np.array_equal(a, draws.uniforms(2, 2, idx, draws.STREAM_CROP, 8))
+    assert not np.array_equal(a, draws.uniforms(1, 2, idx, draws.STREAM_FLIP, 8))
 
 
 def test_uniforms_are_uniform():
-    u = augment.uniforms(0, 0, np.arange(200_000), 1, 2)
+    u = draws.uniforms(0, 0, np.arange(200_000), 1, 2)
     assert abs(u.mean() - 0.5) < 0.005
     hist, _ = np.histogram(u, bins=10, range=(0, 1))
     assert hist.min() > 0.95 * hist.mean()
 
 
-def _torchvision_rrc(height, width, draws, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
+def _torchvision_rrc(height, width, uniforms, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
     """torchvision's RandomResizedCrop.get_params with its random draws replaced by ours."""
     area = height * width
     log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
-    for u in draws:
+    for u in uniforms:
         target_area = area * (scale[0] + u[0] * (scale[1] - scale[0]))
         aspect = math.exp(log_ratio[0] + u[1] * (log_ratio[1] - log_ratio[0]))
         w = int(round(math.sqrt(target_area * aspect)))
@@ -49,17 +49,17 @@ def _torchvision_rrc(height, width, draws, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 
                                           (400, 20), (1, 1)])
 def test_random_resized_crop_matches_torchvision_semantics(height, width):
     idx = np.arange(300)
-    got = augment.random_resized_crop(4, 1, idx, np.full(300, height), np.full(300, width))
-    draws = augment.uniforms(4, 1, idx, augment.STREAM_CROP, 40).reshape(300, 10, 4)
+    got = draws.random_resized_crop(4, 1, idx, np.full(300, height), np.full(300, width))
+    drawn = draws.uniforms(4, 1, idx, draws.STREAM_CROP, 40).reshape(300, 10, 4)
     for i in range(300):
-        assert tuple(got[i]) == _torchvision_rrc(height, width, draws[i]), i
+        assert tuple(got[i]) == _torchvision_rrc(height, width, drawn[i]), i
     top, left, h, w = got.T
     assert (top >= 0).all() and (left >= 0).all()
     assert (top + h <= height).all() and (left + w <= width).all() and (h > 0).all()
 
 
 def test_center_crop_equals_resize_then_center_crop():
-    win = augment.center_crop(np.array([375, 500, 256]), np.array([500, 375, 256]), 224)
+    win = draws.center_crop(np.array([375, 500, 256]), np.array([500, 375, 256]), 224)
     # shorter side 375 -> 256 means a 224 crop covers 375 * 224 / 256 = 328 source pixels
     np.testing.assert_array_equal(win[0], [24, 86, 328, 328])
     np.testing.assert_array_equal(win[1], [86, 24, 328, 328])
@@ -69,9 +69,9 @@ def test_center_crop_equals_resize_then_center_crop():
 def test_image_params_eval_has_no_flip_and_train_flips_half():
     idx = np.arange(4000)
     hw = np.full(4000, 100)
-    _, flip = augment.image_params(0, 0, idx, hw, hw, size=32, train=True)
+    _, flip = draws.image_params(0, 0, idx, hw, hw, size=32, train=True)
     assert 0.45 < flip.mean() < 0.55
-    windows, flip = augment.image_params(0, 0, idx, hw, hw, size=32, train=False)
+    windows, flip = draws.image_params(0, 0, idx, hw, hw, size=32, train=False)
     assert not flip.any() and (windows == windows[0]).all()
 
 

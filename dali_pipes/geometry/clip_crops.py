@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from dali_pipes.recipes.augment import STREAM_CLIP_CROP, uniforms
+from dali_pipes.geometry.draws import STREAM_CLIP_CROP, uniforms
 
 ClipResize = Literal["squash", "short_side"]
 CLIP_RESIZES = ("squash", "short_side")

@@ -2,15 +2,17 @@
 image, operator count and per-thread CPU, with the policy as drawn, with every sample
 drawing Identity (the cost of the branches themselves), or without the policy.
 
-    python bench/studies/recipe_graph.py [--recipe timm-rand-m9] [--variant policy|identity|none]
-                                 [--pipelines 1] [--threads 0] [--steps 16] [--batch-size 64]
+    python tests/bench/studies/recipe_graph.py [--recipe timm-rand-m9]
+        [--variant policy|identity|none] [--pipelines 1] [--threads 0] [--steps 16]
+        [--batch-size 64]
 
 The first four plan batches of the built-in sample set are prepared once (the loader's
 feeds) and fed in turn, so only the graph runs in the timed steps; with --pipelines N the
 batches go round N pipelines (torch_bridge.engines._pipe_ring). CPU is the process's CPU time over
 the timed steps; the thread line is each thread's CPU % over the middle of the run (the
 busiest first). Run it with PYTHONPATH set to another checkout (and --pipelines 1) to
-compare trees.
+compare trees. It feeds the graph the engine's own prepared batches (torch_bridge.engines
+internals), so the study lives beside the tests rather than in bench/.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.append(str(Path(__file__).resolve().parents[2]))  # after PYTHONPATH
+    sys.path.append(str(Path(__file__).resolve().parents[3]))  # after PYTHONPATH
 
 
 def _thread_cpu(stop: threading.Event, out: list) -> None:

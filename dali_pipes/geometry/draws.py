@@ -25,7 +25,7 @@ STREAM_CLIP = 3
 STREAM_PATCH = 4
 STREAM_VFLIP = 5
 STREAM_MIX = 6  # batch mixing: drawn per (seed, epoch, batch position), not per sample
-STREAM_CLIP_CROP = 12  # video clips: one spatial crop offset per clip (dali_pipes.clip_crops)
+STREAM_CLIP_CROP = 12  # video clips: one spatial crop offset per clip (geometry.clip_crops)
 
 CROP_ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 windows before falling back
 EVAL_CROP_FRACTION = 0.875  # resize shorter side to size / 0.875 (256 for 224), crop the centre
