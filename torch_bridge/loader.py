@@ -13,9 +13,9 @@ from dali_pipes.launch_env import local_rank
 from torch_bridge._fields import check_fields, pick
 from torch_bridge._views import BatchSamplerView, DatasetView, SamplerView
 from torch_bridge.errors import SampleGuard, Skipped
-from torch_bridge.integrations.ray import train_ranks
 from torch_bridge.order.plan import EpochPlan
 from torch_bridge.order.ranks import resolve_ranks
+from torch_bridge.order.ray_ranks import train_ranks
 from torch_bridge.order.state import (
     STATE_VERSION,
     fingerprint,

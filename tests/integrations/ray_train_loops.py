@@ -35,7 +35,7 @@ def record_epochs(config: dict) -> None:
     import ray.train.torch
 
     from torch_bridge import make_loader
-    from torch_bridge.integrations.ray import train_ranks
+    from torch_bridge.order.ray_ranks import train_ranks
 
     context = ray.train.get_context()
     rank = context.get_world_rank()

@@ -35,8 +35,8 @@ import pytest
 import torch_bridge
 from tests.conftest import BACKENDS, write_image_folder
 from tests.integrations import ray_train_loops
-from torch_bridge.integrations.ray import train_ranks
 from torch_bridge.order.plan import EpochPlan
+from torch_bridge.order.ray_ranks import train_ranks
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("ray") is None,
@@ -243,7 +243,7 @@ def test_train_ranks_declines_ray_train_1():
     """Ray Train 1 answers rank 0 of 1 outside a training function, with a warning: it is not
     asked (a fresh process, where ray.train loads as Ray Train 1; warnings are errors)."""
     code = ("import warnings; warnings.simplefilter('error'); import ray.train; "
-            "from torch_bridge.integrations.ray import train_ranks; "
+            "from torch_bridge.order.ray_ranks import train_ranks; "
             "assert train_ranks() is None; print('declined')")
     env = {**os.environ, **RAY_ENV, "RAY_TRAIN_V2_ENABLED": "0",
            "PYTHONPATH": str(REPO)}

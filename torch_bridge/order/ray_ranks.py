@@ -1,4 +1,5 @@
-"""Ray Train: this worker's rank and world size from Ray's own context.
+"""Ray Train: this worker's rank and world size from Ray's own context (a rank source beside
+the environment's, `torch_bridge.order.ranks`).
 
 Under `ray.train.torch.TorchTrainer` the process group Ray Train initialises already gives
 make_loader the rank and world size. `train_ranks` covers Ray Train workers without one
