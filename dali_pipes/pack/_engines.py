@@ -64,17 +64,26 @@ def _pool_round(work, jobs: list[ShardJob], workers: int, progress: Progress
                 ) -> list[ShardJob]:
     """Run `jobs` on `workers` spawned processes; the jobs left when one of them died."""
     pool = ProcessPoolExecutor(min(workers, len(jobs)), mp_context=get_context("spawn"))
-    futures = {pool.submit(work, job): job for job in jobs}
+    futures: dict = {}
     try:
+        for n, job in enumerate(jobs):
+            try:
+                futures[pool.submit(work, job)] = job
+            except BrokenProcessPool:  # a worker died while the jobs were handed out
+                return _unfinished(futures) + jobs[n:]
         for future in as_completed(futures):
             try:
                 progress.done(future.result())
             except BrokenProcessPool:
-                return [job for f, job in futures.items()
-                        if not f.done() or f.exception() is not None]
+                return _unfinished(futures)
         return []
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # running shards end, no new ones
+
+
+def _unfinished(futures: dict) -> list[ShardJob]:
+    """The jobs of `futures` that did not finish (a broken pool fails them all)."""
+    return [job for f, job in futures.items() if not f.done() or f.exception() is not None]
 
 
 def check_ray() -> None:
