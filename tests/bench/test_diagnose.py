@@ -13,10 +13,10 @@ for CPU rather than for disk.
 import json
 import os
 import shutil
-import warnings
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
