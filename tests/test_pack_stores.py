@@ -254,8 +254,8 @@ def test_memory_urls_pack_as_local_folders(image_folder, tmp_path):
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["--storage-options", "{not json"], "argument --storage-options: '{not json': not JSON"),
-    (["--storage-options", "[1]"], "expected a JSON object"),
+    (["--storage-options", "{not json"], "argument --storage-options: not JSON"),
+    (["--storage-options", "[1]"], "a JSON object is needed"),
     (["--ray-address", "127.0.0.1:6379"], "is for engine='ray'"),
 ])
 def test_engine_and_store_options_are_checked(image_folder, tmp_path, capsys, argv, said):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import os
 import re
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.cli import json_object
 from dali_pipes.pack._members import MODALITIES
 from dali_pipes.stores.remote import is_url
 
@@ -76,18 +76,6 @@ def _inside(src: str, dst: str) -> bool:
     return target == source or source in target.parents
 
 
-def _json_object(text: str) -> dict:
-    """An argparse type: a JSON object (the fsspec storage options)."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r}: not JSON ({exc})") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a JSON object, e.g. "
-                                         '\'{"anon": true}\'')
-    return value
-
-
 def _part(text: str) -> tuple[int, int]:
     try:
         return check_part(int(v) for v in text.split("/", 1)) if "/" in text else \
@@ -146,7 +134,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--ray-address", default=None, metavar="ADDR",
                         help="the Ray cluster (--engine ray; None: RAY_ADDRESS, else a local "
                              "Ray started and stopped by the tool)")
-    parser.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
+    parser.add_argument("--storage-options", type=json_object, default=None, metavar="JSON",
                         help="fsspec options for SRC and DST URLs, a JSON object (e.g. "
                              '\'{"client_kwargs": {"endpoint_url": "http://..."}}\')')
     parser.add_argument("--overwrite", action="store_true", default=False,

@@ -21,17 +21,15 @@ exit code is 1 when anything is bad.
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import io
-import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from dali_pipes.cli import ArgumentParser
+from dali_pipes.cli import ArgumentParser, json_object
 from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
 from dali_pipes.sources.protocol import ClipRead
 from dali_pipes.stores import Store
@@ -215,17 +213,6 @@ class _Progress:
             self._bar.stop()
 
 
-def _json_object(text: str) -> dict:
-    """--storage-options: a JSON object (argparse names the option otherwise)."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"a JSON object is needed, not {text!r}")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m torch_bridge.check",
                             description=__doc__.split("\n\n")[0])
@@ -236,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-pixels", type=int, default=None)
     parser.add_argument("--annotations", default=DEFAULT_ANNOTATIONS,
                         help="detection: the COCO instances file (default: %(default)s)")
-    parser.add_argument("--storage-options", type=_json_object, metavar="JSON",
+    parser.add_argument("--storage-options", type=json_object, metavar="JSON",
                         help="data behind URLs: fsspec options, as make_loader's")
     args = parser.parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # names that are not UTF-8 print escaped
