@@ -129,34 +129,35 @@ def _usual_transform(recipe):
 
     interp = {"bilinear": InterpolationMode.BILINEAR, "bicubic": InterpolationMode.BICUBIC,
               "lanczos": InterpolationMode.LANCZOS, "nearest": InterpolationMode.NEAREST}
-    steps: list = [v2.RandomResizedCrop(recipe.size, scale=recipe.scale, ratio=recipe.ratio,
-                                        interpolation=interp[recipe.interpolation],
+    crop, photo, out = recipe.crop, recipe.photometric, recipe.output
+    steps: list = [v2.RandomResizedCrop(recipe.size, scale=crop.scale, ratio=crop.ratio,
+                                        interpolation=interp[crop.interpolation],
                                         antialias=True)]
-    if recipe.hflip > 0:
-        steps.append(v2.RandomHorizontalFlip(recipe.hflip))
-    if recipe.vflip > 0:
-        steps.append(v2.RandomVerticalFlip(recipe.vflip))
-    policy = {"randaugment": lambda: v2.RandAugment(recipe.num_ops,
-                                                    int(round(recipe.magnitude))),
+    if crop.hflip > 0:
+        steps.append(v2.RandomHorizontalFlip(crop.hflip))
+    if crop.vflip > 0:
+        steps.append(v2.RandomVerticalFlip(crop.vflip))
+    policy = {"randaugment": lambda: v2.RandAugment(recipe.policy.num_ops,
+                                                    int(round(recipe.policy.magnitude))),
               "trivialaugment": v2.TrivialAugmentWide,
-              "autoaugment": v2.AutoAugment}.get(recipe.auto_augment)
+              "autoaugment": v2.AutoAugment}.get(recipe.policy.auto_augment)
     if policy is not None:  # torchvision has no magnitude_std: the bin is fixed
         steps.append(policy())
-    if any(recipe.color_jitter):
-        steps.append(v2.ColorJitter(*recipe.color_jitter))
-    if recipe.grayscale > 0:
-        steps.append(v2.RandomGrayscale(recipe.grayscale))
-    if recipe.blur > 0:
-        steps.append(v2.RandomApply([v2.GaussianBlur(recipe.blur_kernel, recipe.blur_sigma)],
-                                    p=recipe.blur))
+    if any(photo.color_jitter):
+        steps.append(v2.ColorJitter(*photo.color_jitter))
+    if photo.grayscale > 0:
+        steps.append(v2.RandomGrayscale(photo.grayscale))
+    if photo.blur > 0:
+        steps.append(v2.RandomApply([v2.GaussianBlur(photo.blur_kernel, photo.blur_sigma)],
+                                    p=photo.blur))
     steps.append(v2.ToImage())
     if recipe.normalize:
         steps += [v2.ToDtype(torch.float32, scale=True),
-                  v2.Normalize(list(_per_channel(recipe.mean)), list(_per_channel(recipe.std)))]
-    if recipe.erasing > 0:
-        value = "random" if recipe.erasing_value == "random" else float(recipe.erasing_value)
-        steps.append(v2.RandomErasing(recipe.erasing, scale=recipe.erasing_scale,
-                                      ratio=recipe.erasing_ratio, value=value))
+                  v2.Normalize(list(_per_channel(out.mean)), list(_per_channel(out.std)))]
+    if recipe.erasing.p > 0:
+        value = "random" if recipe.erasing.value == "random" else float(recipe.erasing.value)
+        steps.append(v2.RandomErasing(recipe.erasing.p, scale=recipe.erasing.scale,
+                                      ratio=recipe.erasing.ratio, value=value))
     return v2.Compose(steps)
 
 
@@ -185,8 +186,9 @@ def usual_loader(root, *, recipe: str, batch_size: int, size: int | None = None,
     if size is not None:
         options["size"] = size
     rec = image_recipe(**options)
-    if rec.mixing and rec.mix_mode != "batch":
-        raise ValueError(f"usual baseline: mix_mode={rec.mix_mode!r} is not written here "
+    mix = rec.mixing
+    if mix.active and mix.mix_mode != "batch":
+        raise ValueError(f"usual baseline: mix_mode={mix.mix_mode!r} is not written here "
                          "(only 'batch', as the shipped presets use)")
     ds = datasets.ImageFolder(str(root), transform=_usual_transform(rec))
     gen = torch.Generator().manual_seed(seed)
@@ -194,12 +196,12 @@ def usual_loader(root, *, recipe: str, batch_size: int, size: int | None = None,
         ds, batch_size=batch_size, shuffle=True, num_workers=num_workers, generator=gen,
         pin_memory=device.startswith("cuda"), persistent_workers=num_workers > 0)
     dev = torch.device(device)
-    mixup = Mixup(mixup_alpha=rec.mixup, cutmix_alpha=rec.cutmix, prob=rec.mix_prob,
-                  switch_prob=rec.switch_prob, label_smoothing=rec.label_smoothing,
-                  num_classes=rec.num_classes or len(ds.classes), seed=seed) \
-        if rec.mixing else None
-    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(rec.dtype)
-    memory = torch.channels_last if rec.memory_format == "channels_last" else None
+    mixup = Mixup(mixup_alpha=mix.mixup, cutmix_alpha=mix.cutmix, prob=mix.mix_prob,
+                  switch_prob=mix.switch_prob, label_smoothing=mix.label_smoothing,
+                  num_classes=mix.num_classes or len(ds.classes), seed=seed) \
+        if mix.active else None
+    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(rec.output.dtype)
+    memory = torch.channels_last if rec.output.memory_format == "channels_last" else None
 
     def in_the_loop(pair) -> dict:
         images, labels = pair[0].to(dev, non_blocking=True), pair[1].to(dev)

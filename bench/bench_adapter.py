@@ -48,9 +48,9 @@ import torch
 from torch.utils.data import Dataset, Sampler, SequentialSampler
 
 from dali_pipes.formats.image_kind import prepare_image
+from dali_pipes.geometry.draws import image_params
 from dali_pipes.pipelines.config import load_config
 from dali_pipes.pipelines.image import build_image_pipeline
-from dali_pipes.recipes.augment import image_params
 from dali_pipes.sources import ImageFolderSource
 from torch_bridge.integrations.adapter import as_jpeg_array, dali_from_dataset
 
@@ -232,7 +232,7 @@ def _dali_version() -> str:
 
 
 def _dataset(path: str | None) -> FileDataset:
-    from dali_pipes.testing.sample_data import image_dataset
+    from dali_pipes.sample_data.sample_images import image_dataset
 
     source = ImageFolderSource(path or image_dataset())
     return FileDataset(list(source.files), source.labels)

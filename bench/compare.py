@@ -62,12 +62,12 @@ from bench.metrics import LoadMonitor  # noqa: E402
 from bench.report import fit, print_table, speedups, write_json  # noqa: E402
 from bench.rounds import (  # noqa: E402, F401  (studies and tests use all but run_all here)
     BackendFailed,
-    _median,
     last_error_line,
+    median_row,
     run_all,
     run_backend,
 )
-from dali_pipes.cli import ArgumentParser  # noqa: E402
+from dali_pipes.cli import ArgumentParser, json_object  # noqa: E402
 from torch_bridge import registry  # noqa: E402
 
 
@@ -146,12 +146,7 @@ def _existing_path(text: str) -> str:
 
 def _json_object(text: str) -> str:
     """--options: `text` when it is a JSON object (argparse names the option otherwise)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"a JSON object is needed, not {text!r}")
+    json_object(text)
     return text
 
 

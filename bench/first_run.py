@@ -57,16 +57,16 @@ def sample_data(modality: str, sample: str = "default", say: Say = print) -> Pat
     if sample != "default" and modality != "image":
         raise SystemExit(f"--sample {sample}: only for --modality image, not {modality}")
     if sample == "large":
-        from dali_pipes.testing.sample_data import large_photo_dataset
+        from dali_pipes.sample_data.sample_images import large_photo_dataset
         make, description = large_photo_dataset, "writing large sample photos (first run)"
     if sample == "real":
-        from dali_pipes.testing.sample_real import real_photo_crops
+        from dali_pipes.sample_data.sample_real import real_photo_crops
         make, description = real_photo_crops, "writing crops of real photos (first run)"
     return made_once(make, description, say)
 
 
 def _record() -> Path:
-    from dali_pipes.testing.sample_data import cache_root
+    from dali_pipes.sample_data.sample_images import cache_root
     return cache_root() / "bench" / "native-build.json"
 
 

@@ -74,7 +74,7 @@ def _once(ctx: Ctx, name: str, make):
 
 def images(ctx: Ctx, n: int | None = None) -> Path:
     """`n` JPEGs (default ctx.n_images) of image_size rows x 1.5 x image_size columns."""
-    from dali_pipes.testing.sample_data import image_dataset
+    from dali_pipes.sample_data.sample_images import image_dataset
     side, n = ctx.image_size, n or ctx.n_images
     return _once(ctx, f"images_{n}", lambda p: image_dataset(
         n_images=n, n_classes=4, root=p, size=(side + side // 2, side)))
@@ -82,10 +82,10 @@ def images(ctx: Ctx, n: int | None = None) -> Path:
 
 def large_photos(ctx: Ctx, copies: int = 1) -> Path:
     """ctx.large_photos camera-like JPEGs of 3000-6000 px, half of them progressive
-    (dali_pipes/testing/sample_data.py), each linked `copies` times (a batch-256 set for
+    (dali_pipes/sample_data/sample_images.py), each linked `copies` times (a batch-256 set for
     the throughput check without drawing 256 photos: the decoders do not care that files
     repeat)."""
-    from dali_pipes.testing.sample_data import image_dataset, large_photo_dataset
+    from dali_pipes.sample_data.sample_images import image_dataset, large_photo_dataset
     distinct = _once(ctx, "large", lambda p: large_photo_dataset(
         n_images=ctx.large_photos, n_classes=2, root=p) if ctx.gpu else image_dataset(
         n_images=2, n_classes=2, root=p, size=(1200, 900)))  # dry: quick, 1200x900
@@ -108,14 +108,14 @@ def big_images(ctx: Ctx) -> Path:
 
 def videos(ctx: Ctx, codec: str = "libvpx-vp9", size: tuple[int, int] | None = None) -> Path:
     """Four clips of (width, height) `size` (default: image_size square)."""
-    from dali_pipes.testing.sample_video import small_video_folder
+    from dali_pipes.sample_data.sample_video import small_video_folder
     size = size or (ctx.image_size, ctx.image_size)
     return _once(ctx, f"video_{codec}_{size[0]}x{size[1]}", lambda p: small_video_folder(
         p, n_videos=4, frames=(24, 17), size=size, codec=codec))
 
 
 def frames(ctx: Ctx) -> Path:
-    from dali_pipes.frames import extract_tree
+    from dali_pipes.sources.frames import extract_tree
 
     def make(p):
         extract_tree(videos(ctx), p, progress=False)
@@ -124,14 +124,14 @@ def frames(ctx: Ctx) -> Path:
 
 
 def fusion(ctx: Ctx) -> Path:
-    from dali_pipes.testing.sample_fusion import small_fusion_folder
+    from dali_pipes.sample_data.sample_fusion import small_fusion_folder
     side = ctx.image_size
     return _once(ctx, "fusion", lambda p: small_fusion_folder(p, n_videos=4,
                                                              size=(side, side)))
 
 
 def scenes(ctx: Ctx) -> Path:
-    from dali_pipes.testing.sample_hyperspectral import small_scene_folder
+    from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
 
     def make(p):
         small_scene_folder(p, lines=40, samples=48, bands=16)
@@ -141,7 +141,7 @@ def scenes(ctx: Ctx) -> Path:
 
 def detection_data(ctx: Ctx) -> Path:
     """Generated images with drawn shapes and their COCO file (polygons and RLE masks)."""
-    from dali_pipes.testing.sample_detection import write_detection_folder
+    from dali_pipes.sample_data.sample_detection import write_detection_folder
     return _once(ctx, "detection", lambda p: write_detection_folder(p, n_images=12, seed=4))
 
 
@@ -269,7 +269,7 @@ def hyperspectral(ctx: Ctx, normalize: bool) -> dict:
 
 
 def band_math(ctx: Ctx) -> dict:
-    from dali_pipes.bands import array_module, band_statistics, select_bands
+    from dali_pipes.geometry.bands import array_module, band_statistics, select_bands
     from dali_pipes.gpu.cupy_check import cupy_problem
     cube = np.random.default_rng(1).normal(size=(32, 64, 64)).astype(np.float32)
     module = array_module(ctx.device).__name__
@@ -348,5 +348,5 @@ def small_and_unsupported_clips(ctx: Ctx) -> dict:
         ld = loader(ctx, "video", data, **CLIP)
         got = epoch(ld, n=1)
         out[name] = {"shape": list(got[0]["frames"].shape),
-                     "decoder": ld._engine.modality.decoder(0)[0]}
+                     "decoder": ld.engine.modality.decoder(0)[0]}
     return out

@@ -36,7 +36,7 @@ def decoders(ctx: Ctx) -> dict:
         ld = loader(ctx, "video", videos(ctx, codec), config={"py_num_workers": 0}, **CLIP)
         with EngineSampler(_gpu_index(ctx)) as engines:
             batches = epoch(ld)
-        counts = dict(ld._engine.modality.decodes)
+        counts = dict(ld.engine.modality.decodes)
         out[codec] = {"decodes": counts, "clips": sum(len(b["label"]) for b in batches),
                       "nvdec_util_percent": engines.mean("decoder")}
         if ctx.gpu:

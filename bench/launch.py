@@ -41,7 +41,7 @@ def broken_environment() -> str | None:
     """None when torch, torchvision and DALI import and run here; else a few lines naming
     the package that does not, its error and the pip command that fixes it. A benchmark
     stops with them before it forks anything (the server imports those packages)."""
-    from torch_bridge.tools._companions import environment_problem
+    from torch_bridge.tools.doctor import environment_problem
     row = environment_problem()
     if row is None:
         return None

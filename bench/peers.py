@@ -28,7 +28,7 @@ import torch
 
 from bench.baselines import _DictBatches
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
-from dali_pipes.testing.sample_data import cache_root
+from dali_pipes.sample_data.sample_images import cache_root
 
 PEERS = ("ffcv", "spdl", "torchcodec", "pyav", "decode-ceiling")
 _MODULES = {"ffcv": "ffcv.loader", "spdl": "spdl.io", "torchcodec": "torchcodec.decoders",

@@ -12,7 +12,7 @@ would pick instead of ours, each in a torch DataLoader with 2 workers and our ou
 
 Every row decodes the same frames: the sampler runs our plan in the main process (listing,
 clip starts and frame indices from `VideoFolderSource.clip_frames`, i.e. the pure functions
-of `dali_pipes.clips`, and the whole-clip flips of `dali_pipes.recipes.augment.flips`) and
+of `dali_pipes.geometry.clips`, and the whole-clip flips of `dali_pipes.geometry.draws.flips`) and
 hands each worker (index, frame indices, flip); the videos are probed (and the decoder's
 module imported, for the workers to inherit) once when the loader is made, before any
 timing. Workers return uint8 (T, 3, size, size) clips; the batch is
@@ -136,7 +136,7 @@ class _PlanSampler(torch.utils.data.Sampler):
         return len(self.source)
 
     def __iter__(self):
-        from dali_pipes.recipes.augment import flips
+        from dali_pipes.geometry.draws import flips
         epoch, self.epoch = self.epoch, self.epoch + 1
         order = np.random.default_rng([self.seed, epoch]).permutation(len(self.source))
         mirror = flips(self.seed, epoch, order) if self.train else np.zeros(len(order), bool)

@@ -105,11 +105,13 @@ def run_all(args, data: Path, device: str, backends: list[str]) -> list[dict]:
                     failed[backend] = exc.cause
                     bar.print(fit(f"compare.py: {backend} failed: {exc.cause}"))
                 bar.update(base + args.steps)
-    return [_median(rounds[b]) if b not in failed else {"backend": b, "error": failed[b]}
+    return [median_row(rounds[b]) if b not in failed else {"backend": b, "error": failed[b]}
             for b in backends]
 
 
-def _median(results: list[dict]) -> dict:
+def median_row(results: list[dict]) -> dict:
+    """One backend's row from its rounds: the median of each metric, the range of the
+    noisy ones, the median stages."""
     import numpy as np
     out = dict(results[0])
     for key in METRICS:

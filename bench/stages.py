@@ -13,8 +13,8 @@ Our DALI backend (all in the consumer's process):
   transfer_ms       time in `dali_to_torch` + `attach_meta` per batch
 
 The torch reference backend (DataLoader workers, image modality split further):
-  read_ms           worker time in the source's `read_checked` per batch (file read and
-                    header checks), summed over the samples of a batch
+  read_ms           worker time in the image source's `read` per batch (file read and
+                    header checks), summed over the samples of a batch (images only)
   decode_ms         worker time in torchvision's `decode_image` per batch (images only)
   augment_ms        the rest of the worker's `load()` per batch: crop parameters, resized
                     crop and flip (images only)
@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import time
+import weakref
 
 STAGE_KEYS = ("read_ms", "decode_augment_ms", "transfer_ms")
 _TORCH_SLOTS = ("read", "decode", "load", "samples")
@@ -81,7 +82,7 @@ class DaliStages:
     def __init__(self, loader):
         import torch_bridge.engines.dali as engine_module
 
-        engine = loader._engine
+        engine = loader.engine
         self.totals = _Totals()
         self.batches = 0
         modality = engine.modality
@@ -94,12 +95,13 @@ class DaliStages:
         engine_module.dali_to_torch = _timed(engine_module.dali_to_torch, add_transfer)
         engine_module.attach_meta = _timed(engine_module.attach_meta, add_transfer)
         build, outputs_add = engine.build, self.totals.adder("outputs")
+        timed: weakref.WeakSet = weakref.WeakSet()  # the pipelines whose outputs() are wrapped
 
         def build_timed():
             pipe = build()
-            if not getattr(pipe, "_bench_stages", False):  # a new pipeline after a failure
+            if pipe not in timed:  # a new pipeline after a failure
                 pipe.outputs = _timed(pipe.outputs, outputs_add)
-                pipe._bench_stages = True
+                timed.add(pipe)
             return pipe
         engine.build = build_timed
 
@@ -120,16 +122,16 @@ class TorchStages:
     workers; must be set up before the first batch is asked for (workers start then)."""
 
     def __init__(self, loader):
-        engine = loader._engine
+        engine = loader.engine
         self.shared = multiprocessing.get_context("fork").Array("d", len(_TORCH_SLOTS))
         dataset = engine.loader.dataset
         modality = dataset.modality
         source = getattr(modality, "source", None)
-        if source is not None and hasattr(source, "read_checked"):
-            source.read_checked = _timed(source.read_checked, self._adder("read"))
+        self.has_read = getattr(source, "data_kind", None) == "image"
+        if self.has_read:
+            source.read = _timed(source.read, self._adder("read"))
         import torchvision.io  # decode_rgb imports decode_image from here per call
         torchvision.io.decode_image = _timed(torchvision.io.decode_image, self._adder("decode"))
-        self.has_read = source is not None and hasattr(source, "read_checked")
         load_add, samples_add = self._adder("load"), self._adder("samples")
         load = modality.load
 

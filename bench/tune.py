@@ -24,7 +24,6 @@ size is not a preset key and is noted as a comment.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -124,7 +123,7 @@ def _child(spec: dict) -> int:
 
 def _spec(args, data, device, state: dict, param: str, value) -> dict:
     setting = {**state, param: value}
-    config_keys = {f.name for f in dataclasses.fields(_config_class())}
+    config_keys = set(_config_values(_config_class()()))
     config = {**state["config"], **{k: v for k, v in setting.items() if k in config_keys}}
     reference = {k: setting[k] for k in ("num_workers", "prefetch_factor") if k in setting}
     return {"backend": args.backend, "modality": args.modality, "data": str(data),
@@ -138,10 +137,16 @@ def _config_class():
     return PipelineConfig
 
 
+def _config_values(config) -> dict:
+    """A PipelineConfig's settings by preset key (flat)."""
+    from dali_pipes.pipelines.config import config_values
+    return config_values(config)
+
+
 def sweep(args, data, device: str, plan, on_done) -> tuple[list[dict], dict]:
     """Coordinate search: rows of the table, and the final state (best of each knob)."""
     from dali_pipes.pipelines.config import load_config
-    state = {"config": dataclasses.asdict(load_config(args.base_config)),
+    state = {"config": _config_values(load_config(args.base_config)),
              "batch_size": args.batch_size, "num_workers": args.workers}
     rows = []
     for param, values in plan:
@@ -208,7 +213,7 @@ def preset_keys(report: dict) -> list[str]:
     config = report["best"]["config"]
     swept = {r["param"] for r in report["rows"] if r.get("value") is not None}
     report["measured"] = [k for k in config if k in swept]
-    defaults = dataclasses.asdict(PipelineConfig())
+    defaults = _config_values(PipelineConfig())
     return [k for k in config if k in swept or config[k] != defaults[k]]
 
 
@@ -224,7 +229,7 @@ def write_preset(path: Path, config: dict, comment: str) -> None:
     lines += [f"{k} = {value(v)}" for k, v in config.items()]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
-    loaded = dataclasses.asdict(load_config(path))  # raises ValueError naming the file
+    loaded = _config_values(load_config(path))  # raises ValueError naming the file
     if {k: loaded[k] for k in config} != config:
         raise ValueError(f"{path}: preset reads back as {loaded}, expected {config}")
 

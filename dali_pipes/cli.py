@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -70,3 +71,16 @@ class ArgumentParser(argparse.ArgumentParser):
         if name is not None:
             self.error(suggestion(name, known))
         return super().parse_known_args(words, namespace)
+
+
+def json_object(text: str) -> dict:
+    """An argparse type: `text` parsed as a JSON object (e.g. fsspec storage options);
+    argparse names the option in its error otherwise."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"a JSON object is needed, e.g. '{{\"anon\": true}}', "
+                                         f"not {text!r}")
+    return value

@@ -62,7 +62,7 @@ VIDEO_INPUTS = (Input("video", "uint8", 1), Input("decoded", "uint8", 4, "FHWC")
                 *_scalars("bool", "use_dali"),
                 *_scalars("int32", "start_frame", "sequence_length", "stride", "mirror"),
                 Input("timestamps", "float64", 1))
-# Only with resize="short_side" (dali_pipes.clip_crops): the clip's crop window in source
+# Only with resize="short_side" (dali_pipes.geometry.clip_crops): the clip's crop window in source
 # pixels, (y, x), that fn.resize reads (one window for every frame of the clip)
 CLIP_CROP_INPUTS = (Input("crop_start", "float32", 1), Input("crop_end", "float32", 1))
 IMU_INPUTS = (Input("imu", "float32", 2), Input("imu_valid", "bool", 1))
@@ -73,7 +73,7 @@ AUGMENT_INPUTS = _scalars("int32", "flip_h", "flip_v", "k")
 CLIP_INPUTS = (*_scalars("int32", "mirror"), Input("timestamps", "float64", 1))
 LENGTH_INPUT = Input("length", "int32", 0)
 # Detection: the window decode + resize + flip + canvas slice of the image, and the targets
-# (mapped once in numpy, dali_pipes.boxes) passed through the graph and padded to the
+# (mapped once in numpy, dali_pipes.geometry.boxes) passed through the graph and padded to the
 # batch's largest box count. "masks" only with masks=True.
 DETECTION_INPUTS = (Input("images", "uint8", 1), Input("anchor", "int32", 1),
                     Input("shape", "int32", 1), Input("resized", "float32", 1),

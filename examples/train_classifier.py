@@ -71,7 +71,7 @@ def build(args, device, world):
 
     data = args.data
     if data == "-":
-        from dali_pipes.testing.sample_data import image_dataset
+        from dali_pipes.sample_data.sample_images import image_dataset
         data = image_dataset()
     loader = make_loader("image", data, backend=args.backend, batch_size=args.batch_size,
                          device=str(device), size=args.size, recipe=args.recipe,

@@ -1,10 +1,13 @@
 """Shared fixtures: small real data sets written into temporary folders, the backends.
 
 The modality kinds, their tiny data writers and the options that keep their batches small
-come from `torch_bridge.registry`; `backend` runs a test once per entry of BACKENDS."""
+come from `torch_bridge.registry`, the tiny data sets from `torch_bridge.testing.tiny` (the
+loader contract's own, so both write each once); `backend` runs a test once per entry of
+BACKENDS."""
 from __future__ import annotations
 
 import faulthandler
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -13,17 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from dali_pipes.testing.tiny_data import write_image_folder  # noqa: F401  (tests import it from here)
+from dali_pipes.sample_data.tiny_data import write_image_folder  # noqa: F401  (tests import it from here)
 from torch_bridge import registry
+from torch_bridge.testing.tiny import BACKENDS, TinyData, tiny_data_set  # noqa: F401  (as above)
 
 try:
     import torch
     HAS_CUDA = torch.cuda.is_available()
 except ImportError:  # pragma: no cover
     HAS_CUDA = False
-
-
-BACKENDS = ("dali", "torch")
 
 
 @pytest.fixture(params=BACKENDS)
@@ -128,36 +129,7 @@ def undefined_quant_table(data: bytes) -> bytes:
 MODALITY_KINDS = tuple(registry.KINDS)
 
 
-class TinyData:
-    """One modality kind's tiny data set: `one` folder, `two` folders (two sources), and the
-    make_loader options that keep its batches small; `loader()` builds a loader on it."""
-
-    def __init__(self, kind: str, one: Path, two: list[Path]):
-        spec, entry = registry.KINDS[kind]
-        self.kind, self.one, self.two = kind, one, two
-        self.modality = spec.name
-        self.options = dict(entry.tiny_options)
-
-    def loader(self, backend: str = "dali", data=None, **overrides):
-        from torch_bridge import make_loader
-        options = dict(self.options, backend=backend)
-        options.update(overrides)
-        if backend == "torch":  # workers cost seconds per loader; in-process unless asked
-            options.setdefault("reference", {"num_workers": 0})
-        return make_loader(self.modality, self.one if data is None else data, **options)
-
-
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory):
     """`tiny_data(kind)` -> TinyData for kind in MODALITY_KINDS, written once per session."""
-    made: dict[str, TinyData] = {}
-
-    def get(kind: str) -> TinyData:
-        if kind not in made:
-            base = tmp_path_factory.mktemp(f"tiny_{kind}")
-            write = registry.KINDS[kind][1].tiny_writer()
-            two = [write(base / f"{kind}_{source}", source) for source in (0, 1)]
-            made[kind] = TinyData(kind, two[0], two)
-        return made[kind]
-
-    return get
+    return functools.partial(tiny_data_set, tmp_path_factory)

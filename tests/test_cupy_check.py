@@ -7,7 +7,7 @@ import types
 
 import numpy as np
 
-from dali_pipes.bands import array_module
+from dali_pipes.geometry.bands import array_module
 from dali_pipes.gpu import cupy_check
 
 

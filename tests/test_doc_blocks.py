@@ -3,7 +3,7 @@
 - ```python: run as a script in a fresh process (forked from tests/doc_runner.py, which has
   imported torch, DALI and the project once), in an empty folder of its own. Only the data
   paths the docs use are substituted (PATHS: each quoted path string of the docs -> tiny
-  data written once per session with dali_pipes.testing's writers); nothing else of the
+  data written once per session with dali_pipes.sample_data's writers); nothing else of the
   block changes. `<!-- doc-test: continues -->` before a fence runs the block after the
   previous python block of the same file (for fragments that use its names).
 - ```bash: each command (continuation lines joined, comments dropped) by COMMAND_RULES:
@@ -91,7 +91,7 @@ SKIPS = [b for b in BLOCKS if b.mark == "skip"]
 
 def _write_data(root: Path, runner) -> dict[str, str]:
     """Tiny data sets under root, and the doc path strings that name each of them."""
-    from dali_pipes.testing import sample_detection, tiny_data
+    from dali_pipes.sample_data import sample_detection, tiny_data
     img = tiny_data.image(root / "img", 0)
     img_b = tiny_data.image(root / "img_b", 1)
     video = tiny_data.video(root / "video", 0)

@@ -74,7 +74,7 @@ def test_pixel_format_parsing(name, want):
 
 
 def test_probe_reports_profile_chroma_and_depth(tmp_path):
-    from dali_pipes.testing.sample_video import small_video_folder
+    from dali_pipes.sample_data.sample_video import small_video_folder
     root = small_video_folder(tmp_path / "v", n_videos=1, frames=(4,), size=(64, 48))
     info = probe_video(next(root.rglob("*.webm")))
     assert (info.codec, info.chroma, info.bit_depth, info.pix_fmt) == ("vp9", "420", 8,
@@ -84,7 +84,7 @@ def test_probe_reports_profile_chroma_and_depth(tmp_path):
 
 def test_video_modality_device_is_fixed_at_construction(tmp_path):
     from dali_pipes.pipelines.config import load_config
-    from dali_pipes.testing.sample_video import small_video_folder
+    from dali_pipes.sample_data.sample_video import small_video_folder
     from torch_bridge.modalities.video import VideoModality
     root = small_video_folder(tmp_path / "v", n_videos=2, frames=(4,), size=(64, 48))
     mod = VideoModality(root, seed=0, device="cpu", clip_length=2)

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from dali_pipes.pack import pack
+from dali_pipes.sources.protocol import STORED
 from dali_pipes.sources.shards import ShardSource
 from dali_pipes.stores.shard_writer import part_shards, plan_shards
-from tests.torch_bridge.contract import assert_same, copies
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 SHARD = 40_000  # bytes: the 37 test JPEGs (~6 kB each) make several shards
 
@@ -100,7 +101,7 @@ def test_command_line_resizes_and_keeps_labels(image_folder, tmp_path):
     assert run.returncode == 0, run.stderr
     assert "packed shard-000000.tar" in run.stderr and "37 samples in 3 classes" in run.stdout
     source = ShardSource(out)
-    sides = [max(Image.open(io.BytesIO(source.read(i).tobytes())).size)
+    sides = [max(Image.open(io.BytesIO(source.read(i).data.tobytes())).size)
              for i in range(len(source))]
     assert max(sides) == 64
     assert source.labels.tolist() == sorted(source.labels.tolist())  # listing order kept
@@ -115,7 +116,7 @@ def test_shuffle_mixes_classes_within_shards_deterministically(image_folder, tmp
     assert sorted(keys) == list(range(len(folder))) and keys != sorted(keys)
     assert mixed.labels.tolist() == folder.labels[keys].tolist()
     for i in (0, len(keys) - 1):
-        assert bytes(mixed.read(i)) == Path(folder.files[keys[i]]).read_bytes()
+        assert bytes(mixed.read(i, STORED).data) == Path(folder.files[keys[i]]).read_bytes()
 
     def classes_per_shard(source):
         return np.mean([len(set(source.labels[source.shard_ids == s].tolist()))

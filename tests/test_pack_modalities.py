@@ -12,8 +12,8 @@ import pytest
 
 from dali_pipes.pack import pack
 from dali_pipes.pack._resume import PackRefused
+from dali_pipes.sample_data import tiny_data
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing import tiny_data
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ def test_max_side_is_refused_for_other_modalities(videos, tmp_path):
 
 
 def test_detection_command_line_writes_categories_beside_the_shards(tmp_path):
-    from dali_pipes.testing.sample_detection import CATEGORIES, tiny
+    from dali_pipes.sample_data.sample_detection import CATEGORIES, tiny
     src = tiny(tmp_path / "det", 1)
     run = subprocess.run([sys.executable, "-m", "dali_pipes.pack", str(src), str(tmp_path / "o"),
                           "--modality", "detection"], capture_output=True, text=True)

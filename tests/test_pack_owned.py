@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import dali_pipes.pack as pack_tool
+import dali_pipes.pack._shard as shard_job
 from dali_pipes.pack import pack
-from dali_pipes.testing.tiny_data import write_image_folder
+from dali_pipes.sample_data.tiny_data import write_image_folder
 from tests.test_pack_resume import _cli
 
 SHARD = 40_000
@@ -94,14 +94,14 @@ def test_lock_files_are_removed_when_the_tool_ends(src, tmp_path, capsys, monkey
 
     def failing(*args):
         raise OSError("the disk went away")
-    monkeypatch.setattr(pack_tool, "_encode", failing)
+    monkeypatch.setattr(shard_job, "read_member", failing)
     code, err = _cli(capsys, src, tmp_path / "failed", "--shard-size", SHARD)
     assert code == 1 and "the disk went away" in err and _locks(tmp_path / "failed") == []
 
 
 def test_coco_file_names_outside_src_are_refused(tmp_path, capsys):
     """Before: `../` and absolute file names were copied into the shards from outside SRC."""
-    from dali_pipes.testing.sample_detection import tiny
+    from dali_pipes.sample_data.sample_detection import tiny
     src = tiny(tmp_path / "det", 1)
     doc = json.loads((src / "instances.json").read_text())
     first = doc["images"][0]
@@ -118,7 +118,7 @@ def test_coco_file_names_outside_src_are_refused(tmp_path, capsys):
 @pytest.mark.parametrize("argv, said", [
     (["--workres", "2"], "unrecognized option --workres: did you mean --workers?"),
     (["--shard-sise=1000"], "unrecognized option --shard-sise: did you mean --shard-size?"),
-    (["--bogus"], "unrecognized option --bogus: the options are --help, --max-side"),
+    (["--bogus"], "unrecognized option --bogus: the options are --engine, --help, --max-side"),
     (["--part", "-1/2"], "argument --part: '-1/2': expected i/N with 0 <= i < N"),
 ])
 def test_a_mistyped_option_is_named(src, tmp_path, capsys, argv, said):

@@ -192,6 +192,31 @@ def test_help_shows_every_options_default(capsys):
         main(["--help"])
     text = capsys.readouterr().out.split("options:", 1)[1]
     entries = [e for e in ("\n" + text).split("\n  -")[1:] if not e.startswith("h, --help")]
-    assert len(entries) == 8
+    assert len(entries) == 11
     for entry in entries:
         assert "(default:" in entry, entry
+
+
+
+def test_a_killed_worker_process_gets_its_shards_written_again(image_folder, tmp_path, capsys):
+    """Before: multiprocessing's Pool waited forever for the shard of a worker killed mid-
+    shard (and said nothing when it replaced an idle one)."""
+    import threading
+
+    import psutil
+    src, out = _slow_src(image_folder, tmp_path), tmp_path / "out"
+    options = {"shard_size": 7_000, "max_side": 64, "progress": False}
+    thread = threading.Thread(target=pack, args=(src, out), kwargs={**options, "workers": 2},
+                              daemon=True)
+    thread.start()
+    victim = None
+    while victim is None and thread.is_alive():
+        victim = next((p for p in psutil.Process().children()
+                       if "spawn_main" in " ".join(p.cmdline())), None)
+    assert victim is not None
+    victim.kill()
+    thread.join(300)
+    assert not thread.is_alive(), "the pack waited for the dead worker's shard"
+    assert "a worker process died; writing shard-" in capsys.readouterr().err
+    pack(src, tmp_path / "fresh", **options)
+    assert _tree(out) == _tree(tmp_path / "fresh")

@@ -1,8 +1,8 @@
 """dali_pipes/progress.py: plain lines off a terminal, a rich bar on one, nothing when off."""
 import io
 
-from dali_pipes.frames import extract_tree
 from dali_pipes.progress import format_eta, progress_bar, progress_line
+from dali_pipes.sources.frames import extract_tree
 
 
 def test_format_eta():

@@ -8,7 +8,9 @@ from __future__ import annotations
 import importlib
 
 _PUBLIC = {"Loader": "torch_bridge.loader", "SampleError": "torch_bridge.errors",
-           "Skipped": "torch_bridge.errors", "make_loader": "torch_bridge.factory"}
+           "Skipped": "torch_bridge.errors", "make_loader": "torch_bridge.factory",
+           "Sampling": "torch_bridge.order.options", "DaliBackend": "torch_bridge.backends",
+           "TorchBackend": "torch_bridge.backends"}
 
 __all__ = sorted(_PUBLIC)
 

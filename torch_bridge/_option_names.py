@@ -1,34 +1,19 @@
-"""The error for option names `make_loader` does not know: the closest valid name, and where
-options of the engines go (`reference=` for the torch path's DataLoader, `config=` for the
-DALI graph), instead of a list of every option."""
+"""The error for option names `make_loader` does not know: the closest valid name (an
+option, a group or a shorthand), and where options of the engines go (`reference=` /
+`TorchBackend` for the torch path's DataLoader, `config=` / `DaliBackend` for the DALI
+graph), instead of a list of every option."""
 from __future__ import annotations
 
-import dataclasses
-import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-
-def _squash(name: str) -> str:
-    return name.replace("_", "").replace("-", "").lower()
-
-
-def closest(name: str, candidates: Iterable[str]) -> str | None:
-    """The candidate `name` most likely meant: the same letters without underscores
-    (`batchsize` -> `batch_size`), else the closest spelling; None when none is close."""
-    pool = sorted(set(candidates))
-    same = [c for c in pool if _squash(c) == _squash(name)]
-    if same:
-        return same[0]
-    near = difflib.get_close_matches(name, pool, n=1, cutoff=0.75)
-    return near[0] if near else None
+from dali_pipes.option_groups import closest, leaves
 
 
 def _engine_fields() -> tuple[set[str], set[str]]:
-    """(the torch path's `ReferenceOptions` fields, the DALI `PipelineConfig` fields)."""
+    """(the torch path's `ReferenceOptions` fields, the DALI `PipelineConfig` keys)."""
     from dali_pipes.pipelines.config import PipelineConfig
     from torch_bridge.engines.reference import ReferenceOptions
-    return ({f.name for f in dataclasses.fields(ReferenceOptions)},
-            {f.name for f in dataclasses.fields(PipelineConfig)})
+    return set(leaves(ReferenceOptions)), set(leaves(PipelineConfig))
 
 
 def _hint(name: str, valid: Sequence[str]) -> tuple[str, bool]:
@@ -36,10 +21,12 @@ def _hint(name: str, valid: Sequence[str]) -> tuple[str, bool]:
     reference, config = _engine_fields()
     if name in reference:
         return (f"{name} is a DataLoader option of the torch backend: pass "
-                f"reference={{{name!r}: ...}} with backend='torch' (the DALI backend's feed "
-                f"workers are config={{'py_num_workers': N}})", True)
+                f"reference={{{name!r}: ...}} with backend='torch', or "
+                f"backend=TorchBackend({name}=...) (the DALI backend's feed workers are "
+                f"config={{'py_num_workers': N}})", True)
     if name in config:
-        return f"{name} is a DALI pipeline option: pass config={{{name!r}: ...}}", True
+        return (f"{name} is a DALI pipeline option: pass config={{{name!r}: ...}}, or "
+                f"backend=DaliBackend(config={{{name!r}: ...}})", True)
     guess = closest(name, [*valid, *reference, *config])
     if guess is None:
         return f"{name}: no option of that name", False

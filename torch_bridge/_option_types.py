@@ -6,12 +6,15 @@ wrong type (`train="False"`, `size="224"`, `batch_size=2.0`, `seed=None`) is a T
 naming the option when the loader is made, never a mode nobody asked for.
 
 What is checked: `int` (not bool; numpy integers pass), `float` (ints pass), `bool` (numpy
-bools pass), `str`, `None`, `Literal[...]` (the type of its values) and unions of these. Annotations
-this module does not know (tuples, paths, mappings, `Any`) are left to the option's own
+bools pass), `str`, `None`, `Literal[...]` (the type of its values), option dataclasses
+(`Sampling`, `DaliBackend`: an instance), `Mapping[...]` (any mapping) and unions of these.
+Annotations this module does not know (tuples, paths, `Any`) are left to the option's own
 checks. An unannotated option whose default is a bool must be a bool.
 """
 from __future__ import annotations
 
+import collections.abc
+import dataclasses
 import inspect
 import types
 import typing
@@ -79,14 +82,24 @@ def check_options(func: Callable[..., Any], values: Mapping[str, Any], *,
         values: option name -> the value the user passed.
         where: what the message says took the options.
     """
-    hints = annotations_of(func)
+    _check(annotations_of(func), values, where)
+
+
+def check_group(group: type, values: Mapping[str, Any], *, where: str = "make_loader"
+                ) -> None:
+    """`check_options` for the flat keywords of an option group (`Sampling`'s `repeats`,
+    ...), against the group's field annotations."""
+    _check(option_types((group,)), values, where)
+
+
+def _check(hints: Mapping[str, Any], values: Mapping[str, Any], where: str) -> None:
     for name, value in values.items():
         hint = hints.get(name)
         if hint is None:
             continue
         if _fits(value, hint) is False:
             raise OptionTypeError(f"{where}: option {name}={value!r} ({type(value).__name__}) "
-                            f"does not fit {_describe(hint)}")
+                                  f"does not fit {_describe(hint)}")
 
 
 def _fits(value: Any, hint: Any) -> bool | object:
@@ -109,6 +122,10 @@ def _fits(value: Any, hint: Any) -> bool | object:
             and not isinstance(value, bool)
     if hint is str:
         return isinstance(value, str)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # an options value
+        return isinstance(value, hint)
+    if origin is collections.abc.Mapping:  # a group given as a dict of its fields
+        return isinstance(value, collections.abc.Mapping)
     return _UNKNOWN
 
 

@@ -43,11 +43,12 @@ class Loader(Protocol):
 class DatasetView:
     """`loader.dataset`: the whole data set (every rank's samples), sized and indexable.
 
-    `len()` is the samples of the listing. `dataset[i]` is sample i's entry, cheap (no
-    file is read): the fields its batches hold besides the decoded data ("label",
-    "index", per modality "position", "scene", "image_id", "source_id", ...: Python
-    scalars, tensors for fields with more than one value) and "path", its file.
-    `load(i)` decodes it as the torch path's workers do (see there).
+    `len()` is the samples of the listing. `dataset[i]` is sample i as a Dataset gives
+    it: its fields decoded as the torch path's workers decode them (`load`), its label
+    and other per-sample fields, and "path", its file. `info(i)` is the same without
+    the decoded data, cheap (no file is read): "label", "index", per modality
+    "position", "scene", "image_id", "source_id", ... (Python scalars, tensors for
+    fields with more than one value) and "path".
     """
 
     def __init__(self, loader: Loader, modality: Modality):
@@ -57,6 +58,10 @@ class DatasetView:
         return len(self._modality)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
+        return {**self.load(index), **self.info(index)}
+
+    def info(self, index: int) -> dict[str, Any]:
+        """Sample `index`'s fields that need no decoding, and its "path" (no file read)."""
         i = self._index(index)
         entry: dict[str, Any] = {name: _scalar(values[0]) for name, values
                                  in self._modality.meta(np.array([i], np.int64)).items()}

@@ -13,9 +13,9 @@ from dali_pipes.launch_env import local_rank
 from torch_bridge._fields import check_fields, pick
 from torch_bridge._views import BatchSamplerView, DatasetView, SamplerView
 from torch_bridge.errors import SampleGuard, Skipped
-from torch_bridge.integrations.ray import train_ranks
 from torch_bridge.order.plan import EpochPlan
 from torch_bridge.order.ranks import resolve_ranks
+from torch_bridge.order.ray_ranks import train_ranks
 from torch_bridge.order.state import (
     STATE_VERSION,
     fingerprint,
@@ -95,9 +95,9 @@ class Loader:
     # What a torch DataLoader loop reads besides the batches (torch_bridge._views).
     @property
     def dataset(self) -> DatasetView:
-        """The data set: `len()` its samples (all ranks), `dataset[i]` sample i's label,
-        index, path and the other fields that need no decoding (no file is read),
-        `dataset.load(i)` sample i decoded as the torch path reads it."""
+        """The data set: `len()` its samples (all ranks), `dataset[i]` sample i decoded as
+        the torch path reads it with its label, index and path, `dataset.info(i)` the same
+        without decoding (no file is read)."""
         return DatasetView(self, self._modality)
 
     @property
@@ -129,6 +129,13 @@ class Loader:
         resolved for this data: 0 means the feeds are read in this process; DALI's own
         decoding threads are the preset's `num_threads`)."""
         return self._engine.num_workers
+
+    @property
+    def engine(self) -> Engine:
+        """The engine running the plan (`torch_bridge.protocols.Engine`: DALI pipelines or
+        a torch DataLoader) and its `modality`: for tools that time or inspect its stages,
+        as bench/stages.py does; what it holds beyond the protocol may change."""
+        return self._engine
 
     @property
     def fields(self) -> tuple[str, ...] | None:

@@ -225,6 +225,12 @@ class Engine(Protocol):
         """Worker processes preparing batches (0: they are prepared in this process)."""
         ...
 
+    @property
+    def modality(self) -> DaliFeed:
+        """What it runs: the feeds and the graph (a `Modality`, its torch steps too, when
+        made by make_loader)."""
+        ...
+
     def iterate(self, epoch: int, start: int) -> Iterator[tuple[int, dict | None]]:
         """The batches of one pass.
 

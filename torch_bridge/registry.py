@@ -3,8 +3,8 @@
 A spec says where everything of a modality lives: its kinds (one modality class each, the
 first whose `detect(data)` holds is used: "video" over frame folders is the "frames" kind of
 the "video" modality), its batch schema, its options with their defaults (read from the
-class's constructor), the built-in sample data set `bench/compare.py` makes and the tiny data
-set tests write. `make_loader`, `bench/compare.py`, `bench/run_one.py`,
+class's option groups and constructor), the built-in sample data set `bench/compare.py`
+makes and the tiny data set tests write. `make_loader`, `bench/compare.py`, `bench/run_one.py`,
 `bench/diagnosis/loop.py` and the test fixtures all read it.
 
 Classes, writers and a modality's own batch schema are named as "module:attribute" and
@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dali_pipes import schema
+from dali_pipes.option_groups import expand
 from dali_pipes.stores import Store
 from dali_pipes.stores.options import StoreOptions
 from dali_pipes.stores.select import resolve_store
 from torch_bridge._option_names import unknown_options_error
 from torch_bridge._option_types import check_options
-from torch_bridge.options import option_defaults, split_options
+from torch_bridge.options import group_keywords, option_defaults, split_options
 
 if TYPE_CHECKING:
     from torch_bridge.protocols import Modality
@@ -100,8 +101,9 @@ class ModalitySpec:
                                        views=views)
 
     def options(self) -> dict[str, Any]:
-        """Every modality option (of all kinds) with its default; the store options
-        (`StoreOptions`: they describe the built-in stores) belong to every modality."""
+        """Every modality option (of all kinds) by flat keyword, with its default; the store
+        options (`StoreOptions`: they describe the built-in stores) belong to every
+        modality. The keywords of whole groups are `groups()`."""
         out: dict[str, Any] = {}
         for kind in self.kinds:
             cls = kind.modality_class()
@@ -112,6 +114,15 @@ class ModalitySpec:
                     out.setdefault(name, param.default)
         for name, default in option_defaults((StoreOptions,)).items():
             out.setdefault(name, default)
+        return out
+
+    def groups(self) -> dict[str, type]:
+        """The option groups a keyword takes whole (image: `mixing` -> `Mixing`, ...), of
+        all kinds: the groups nested in the modality classes' `option_groups`."""
+        out: dict[str, type] = {}
+        for kind in self.kinds:
+            for name, group in group_keywords(kind.modality_class().option_groups).items():
+                out.setdefault(name, group)
         return out
 
     def kind_for(self, data, store: Store | None = None) -> Kind:
@@ -130,7 +141,8 @@ class ModalitySpec:
             data: the folder(s) the user gave (paths in `store` when one is given).
             seed: the loader's seed.
             device: the loader's device, as a string.
-            options: the modality options make_loader received.
+            options: the modality options make_loader received (flat keywords and
+                whole groups).
             keywords: make_loader's own keywords (suggested for a misspelt option).
             store: a store the user handed in (None: chosen from `data` and the store
                 options, `dali_pipes.stores.select.resolve_store`).
@@ -138,16 +150,18 @@ class ModalitySpec:
         Returns:
             A `torch_bridge.protocols.Modality`.
         """
-        valid = self.options()
+        valid = [*self.options(), *self.groups()]
         unknown = [name for name in options if name not in valid]
         if unknown:
-            raise unknown_options_error(unknown, list(valid), keywords, self.name)
+            raise unknown_options_error(unknown, list(dict.fromkeys(valid)), keywords,
+                                        self.name)
         where = f"make_loader({self.name!r})"
-        given = split_options(options, (StoreOptions,), rest=True)
+        given = split_options(options, (StoreOptions,), rest=True, where=where)
         check_options(StoreOptions, given[StoreOptions], where=where)
-        options = given[None]
         store = resolve_store(data, store, StoreOptions(**given[StoreOptions]))
         cls: Any = self.kind_for(data, store).modality_class()  # a concrete class (its __init__)
+        # groups given whole (`mixing=Mixing(...)`) as flat keywords, each checked by type
+        options = expand(given[None], cls.option_groups, where=where)
         check_options(cls, options, where=where)
         takes_device = "device" in inspect.signature(cls).parameters
         return cls(data, seed=seed, store=store,
@@ -159,46 +173,47 @@ _CLIP = dict(batch_size=2, clip_length=4, stride=2, size=16)
 REGISTRY: dict[str, ModalitySpec] = {spec.name: spec for spec in (
     ModalitySpec("image", (
         Kind("image", "torch_bridge.modalities.image:ImageModality",
-             "dali_pipes.testing.tiny_data:image", dict(batch_size=4, size=16)),),
+             "dali_pipes.sample_data.tiny_data:image", dict(batch_size=4, size=16)),),
         schema.IMAGE_SCHEMA,
-        "dali_pipes.testing.sample_data:image_dataset", "writing sample photos (first run only)",
+        "dali_pipes.sample_data.sample_images:image_dataset",
+        "writing sample photos (first run only)",
         ("dali", "torch", "classic", "dali-stock", "adapter")),
     ModalitySpec("video", (
         Kind("frames", "torch_bridge.modalities.video_frames:FrameFolderModality",
-             "dali_pipes.testing.tiny_data:frames", _CLIP,
+             "dali_pipes.sample_data.tiny_data:frames", _CLIP,
              detect="dali_pipes.sources.frame_data:is_frame_data"),
         Kind("video", "torch_bridge.modalities.video:VideoModality",
-             "dali_pipes.testing.tiny_data:video", _CLIP)),
+             "dali_pipes.sample_data.tiny_data:video", _CLIP)),
         schema.VIDEO_SCHEMA,
-        "dali_pipes.testing.sample_video:video_dataset",
+        "dali_pipes.sample_data.sample_video:video_dataset",
         "writing sample VP9 clips (first run)",
         holds="dali_pipes.sources.frame_data:holds_video"),
     ModalitySpec("hyperspectral", (
         Kind("hyperspectral", "torch_bridge.modalities.hyperspectral:HyperspectralModality",
-             "dali_pipes.testing.tiny_data:hyperspectral", dict(batch_size=16, patch_size=3)),),
+             "dali_pipes.sample_data.tiny_data:hyperspectral", dict(batch_size=16, patch_size=3)),),
         schema.HYPERSPECTRAL_SCHEMA,
-        "dali_pipes.testing.sample_hyperspectral:hyperspectral_dataset",
+        "dali_pipes.sample_data.sample_hyperspectral:hyperspectral_dataset",
         "writing sample ENVI/SPE scenes",
         holds="dali_pipes.sources.hyperspectral:holds_scenes"),
     ModalitySpec("fusion", (
         Kind("fusion", "torch_bridge.modalities.fusion:FusionModality",
-             "dali_pipes.testing.tiny_data:fusion", dict(_CLIP, imu_offset=0.25)),),
+             "dali_pipes.sample_data.tiny_data:fusion", dict(_CLIP, imu_offset=0.25)),),
         schema.FUSION_SCHEMA,
-        "dali_pipes.testing.sample_fusion:fusion_dataset",
+        "dali_pipes.sample_data.sample_fusion:fusion_dataset",
         "writing sample clips + 200 Hz IMU",
         holds="dali_pipes.sources.fusion:holds_imu"),
     ModalitySpec("detection", (
         Kind("detection", "torch_bridge.modalities.detection:DetectionModality",
-             "dali_pipes.testing.sample_detection:tiny", dict(batch_size=4, size=32)),),
+             "dali_pipes.sample_data.sample_detection:tiny", dict(batch_size=4, size=32)),),
         schema.DETECTION_SCHEMA,
-        "dali_pipes.testing.sample_detection:detection_dataset",
+        "dali_pipes.sample_data.sample_detection:detection_dataset",
         "writing sample COCO-annotated photos",
         holds="dali_pipes.sources.detection:holds_coco"),
     ModalitySpec("arrays", (
         Kind("arrays", "torch_bridge.modalities.arrays:ArraysModality",
-             "dali_pipes.testing.sample_arrays:tiny", dict(batch_size=4, length=8)),),
+             "dali_pipes.sample_data.sample_arrays:tiny", dict(batch_size=4, length=8)),),
         "dali_pipes.sources.arrays:ARRAYS_SCHEMA",
-        "dali_pipes.testing.sample_arrays:arrays_dataset",
+        "dali_pipes.sample_data.sample_arrays:arrays_dataset",
         "writing sample .npy series",
         holds="dali_pipes.sources.arrays:holds_arrays"),
 )}

@@ -76,9 +76,10 @@ class LoaderStats:
     def __init__(self, *, enabled: bool = True):
         self.enabled = enabled
         self.sizes: np.ndarray | None = None  # bytes per sample index (sample_bytes)
-        # Or where to get them on first need (a listing that stats its files on first use):
-        # the batches yielded until then wait in `_pending` (one epoch's indices at most).
-        self.sizes_later: Callable[[], np.ndarray | None] | None = None
+        # Or the sizes of given indices, asked when a pass ends (a listing that stats its
+        # files on first use: only the samples yielded are stat'ed); the batches yielded
+        # until then wait in `_pending` (one epoch's indices at most).
+        self.sizes_later: Callable[[np.ndarray], np.ndarray] | None = None
         self._pending: list[tuple[PassStats, np.ndarray]] = []
         self.current: PassStats | None = None
         self.last: PassStats | None = None
@@ -132,14 +133,12 @@ class LoaderStats:
         current.depth_sum += in_flight
 
     def _settle(self) -> None:
-        """Take the sizes from `sizes_later` and count the batches that waited for them."""
+        """Count the bytes of the batches that waited for `sizes_later`."""
         if self.sizes_later is None:
             return
-        self.sizes, self.sizes_later = self.sizes_later(), None
         pending, self._pending = self._pending, []
-        if self.sizes is not None:
-            for run, indices in pending:
-                run.bytes_read += int(self.sizes[indices].sum())
+        for run, indices in pending:
+            run.bytes_read += int(self.sizes_later(indices).sum())
 
     def add(self, stage: str, ns: int) -> None:
         """Time spent in an engine stage for the current pass."""
@@ -168,7 +167,7 @@ class LoaderStats:
             top.update(wall_s=0.0, samples_per_s=0.0)
         out = {**top, "current": current, "last": last, "total": self.totals(),
                "enabled": self.enabled}
-        if self.sizes is None:  # not known for this source: None, not a count of 0
+        if self.sizes is None and self.sizes_later is None:  # None, not a count of 0
             for part in (out, current, last, out["total"]):
                 if part is not None:
                     part["bytes_read"] = None
@@ -234,6 +233,15 @@ def write_tensorboard(writer, stats: dict[str, Any], step: int, *,
         writer.add_scalar(f"{prefix}/stage_ms/{stage}", float(ms), step)
 
 
+def sample_bytes_known(modality) -> bool:
+    """Whether the source's listing has one size per sample (sources that read whole
+    files), without taking lazy stats."""
+    source = getattr(modality, "source", None)
+    listing = getattr(source, "listing", None)
+    return source is not None and hasattr(type(listing), "sizes") and \
+        len(getattr(listing, "files", ())) == len(source)
+
+
 def sample_bytes(modality) -> np.ndarray | None:
     """Bytes of each sample's file (the source's listing sizes), for sources that read
     whole files; None when the source does not list sizes."""
@@ -246,10 +254,11 @@ def sample_bytes(modality) -> np.ndarray | None:
 
 def attach_sizes(stats: LoaderStats, modality) -> None:
     """Give `stats` the sample sizes of `modality`'s source: now when its listing holds
-    them, else (a listing that stats its files on first use) on the first need."""
+    them, else (a listing that stats its files on first use) those of the samples yielded,
+    when a pass ends (no pass stats the whole listing)."""
     file_stats = getattr(getattr(getattr(modality, "source", None), "listing", None),
                          "stats", None)
     if getattr(file_stats, "taken", True):
         stats.sizes = sample_bytes(modality)
-    else:
-        stats.sizes_later = lambda: sample_bytes(modality)
+    elif file_stats is not None and sample_bytes_known(modality):
+        stats.sizes_later = lambda indices: np.maximum(file_stats.sizes_of(indices), 0)

@@ -232,7 +232,7 @@ def environment() -> dict:
 def photo_folder() -> Path:
     """The studies' default images: 64 photo-like JPEGs of 500x375 and 375x500 in 4 classes,
     in a new temporary folder."""
-    from dali_pipes.testing.tiny_data import write_image_folder
+    from dali_pipes.sample_data.tiny_data import write_image_folder
     return write_image_folder(Path(tempfile.mkdtemp()) / "images", n_images=64, n_classes=4,
                               sizes=((375, 500), (500, 375)))
 

@@ -30,7 +30,7 @@ OPTIONS = {"default": {}, "adjust_orientation": {"adjust_orientation": True},
 def write_sets(root: Path, n: int) -> dict[str, Path]:
     from PIL import Image
 
-    from dali_pipes.testing.sample_data import photo_like
+    from dali_pipes.sample_data.sample_images import photo_like
     rng = np.random.default_rng(0)
     sets = {"jpeg_o6": root / "jpeg", "rgba_png": root / "png"}
     for folder in sets.values():

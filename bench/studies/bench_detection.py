@@ -1,7 +1,7 @@
 """Benchmark: what masks (and semantic maps) cost the detection loader, per backend.
 
 Runs the DALI and torch loaders on the built-in detection set
-(`dali_pipes.testing.sample_detection`)
+(`dali_pipes.sample_data.sample_detection`)
 with and without `masks=True` (and `semantic=True`), in interleaved rounds in this one
 process, and prints samples/s per configuration (medians) and each one's ratio to the
 plain DALI loader measured in the same run.
@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from dali_pipes.testing.sample_detection import detection_dataset  # noqa: E402
+from dali_pipes.sample_data.sample_detection import detection_dataset  # noqa: E402
 from torch_bridge import make_loader  # noqa: E402
 
 CONFIGS = {"plain": {}, "masks": {"masks": True},

@@ -32,9 +32,9 @@ CASES = {  # case: (modality, make_loader options, timed steps unless --steps is
 
 
 def sample_data(case: str) -> Path:
-    from dali_pipes.testing.sample_data import cache_root
-    from dali_pipes.testing.sample_hyperspectral import hyperspectral_dataset
-    from dali_pipes.testing.sample_video import small_video_folder, video_dataset
+    from dali_pipes.sample_data.sample_hyperspectral import hyperspectral_dataset
+    from dali_pipes.sample_data.sample_images import cache_root
+    from dali_pipes.sample_data.sample_video import small_video_folder, video_dataset
     if case == "hyperspectral":
         return hyperspectral_dataset()
     if case == "video-vp9":

@@ -3,7 +3,7 @@
     python bench/studies/bench_hyperspectral.py [--data PATH] [--samples N] [--patch-size P]
                                         [--epochs E] [--json PATH]
 
-"memmap" is what both loaders do (HyperspectralSource.read_patch: only the window's bytes,
+"memmap" is what both loaders do (HyperspectralSource.read: only the window's bytes,
 reflect-padded, after a check that the file still holds them), also per format. "naive" is
 the common mistake: open the file and load the whole cube for every sample, then
 cut the patch. Both return the same patches (checked). With
@@ -22,12 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dali_pipes.sources.hyperspectral import (
-    HyperspectralSource,
-    cube_geometry,
-    open_cube,
-    read_window,
-)
+from dali_pipes.sources.hyperspectral import HyperspectralSource, cube_geometry, open_cube
 
 
 def naive_patch(source: HyperspectralSource, index: int) -> np.ndarray:
@@ -36,7 +31,7 @@ def naive_patch(source: HyperspectralSource, index: int) -> np.ndarray:
     y, x = (int(v) for v in source.positions[index])
     with open_cube(scene.path) as cube:
         bands, lines, samples = cube_geometry(cube)
-        whole = read_window(cube, 0, 0, lines, samples, scene.band_indices)
+        whole = cube.read_window(0, 0, lines, samples, scene.band_indices)
     r = source.patch_size // 2
     y0, y1, x0, x1 = max(0, y - r), min(lines, y + r + 1), max(0, x - r), min(samples, x + r + 1)
     pad = ((0, 0), (y0 - (y - r), y + r + 1 - y1), (x0 - (x - r), x + r + 1 - x1))
@@ -59,10 +54,10 @@ def compare_reads(source: HyperspectralSource, n: int, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     indices = rng.choice(len(source), size=min(n, len(source)), replace=False)
     for index in indices[:20].tolist():  # same patches both ways
-        np.testing.assert_array_equal(source.read_patch(index), naive_patch(source, index))
-    fast = rate(source.read_patch, indices)
+        np.testing.assert_array_equal(source.read(index), naive_patch(source, index))
+    fast = rate(source.read, indices)
     kinds = np.array([s.kind for s in source.scenes])[source.scene_ids[indices]]
-    by_kind = {f"memmap_{kind}_patches_per_s": rate(source.read_patch, indices[kinds == kind])
+    by_kind = {f"memmap_{kind}_patches_per_s": rate(source.read, indices[kinds == kind])
                for kind in sorted(set(kinds.tolist()))}
     naive = rate(lambda i: naive_patch(source, i), indices[: max(1, n // 20)])
     patch_bytes = source.n_bands * source.patch_size ** 2 * source.dtype.itemsize
@@ -101,7 +96,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     if args.data is None:
-        from dali_pipes.testing.sample_hyperspectral import hyperspectral_dataset
+        from dali_pipes.sample_data.sample_hyperspectral import hyperspectral_dataset
         args.data = hyperspectral_dataset()
     source = HyperspectralSource(args.data, patch_size=args.patch_size)
     report = {"data": str(args.data), "scenes": len(source.scenes), "samples": len(source),

@@ -3,11 +3,11 @@ side by side, and the decode-only ceiling; then the pixel agreement with the tor
 
     python bench/studies/bench_jpeg_partial.py [--images 96] [--rounds 3] [--large] [--real]
 
-Sets: the built-in 500x375 images (dali_pipes/testing/sample_data.py) and "ImageNet-like"
+Sets: the built-in 500x375 images (dali_pipes/sample_data/sample_images.py) and "ImageNet-like"
 photo-like images of random sizes 200-640 px (quality 90, 4:2:0, written to a temporary
 folder); with --large also the large-photo set (3000-6000 px), with --real the crops of
-real photos (200-640 px, dali_pipes/testing/sample_real.py). Each image gets its
-random-resized-crop window of epoch 0 (dali_pipes.recipes.augment) and the default recipe's
+real photos (200-640 px, dali_pipes/sample_data/sample_real.py). Each image gets its
+random-resized-crop window of epoch 0 (dali_pipes.geometry.draws) and the default recipe's
 output (224x224, normalized float32). CPU ms per image (process time, DALI with one
 thread, batches of 16), medians over interleaved rounds:
   dali          the image graph with jpeg_partial_decode = false (image_slice + DpResize)
@@ -39,7 +39,7 @@ SIZE, BATCH = 224, 16
 
 
 def imagenet_like(folder: Path, n: int, seed: int = 0) -> list[bytes]:
-    from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+    from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
     rng = np.random.default_rng(seed)
     out = []
     for i in range(n):
@@ -55,7 +55,7 @@ def files_of(root: Path, n: int) -> list[bytes]:
 
 def windows_of(files: list[bytes]) -> np.ndarray:
     from dali_pipes.formats.jpeg_scan import jpeg_size
-    from dali_pipes.recipes.augment import random_resized_crop
+    from dali_pipes.geometry.draws import random_resized_crop
     hw = np.array([jpeg_size(f) for f in files])
     return random_resized_crop(0, 0, np.arange(len(files)), hw[:, 0], hw[:, 1]).astype(np.int32)
 
@@ -226,10 +226,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--large", action="store_true", help="also the large-photo set")
     p.add_argument("--real", action="store_true", help="also the crops of real photos "
-                   "(dali_pipes/testing/sample_real.py; needs scikit-image)")
+                   "(dali_pipes/sample_data/sample_real.py; needs scikit-image)")
     args = p.parse_args()
     from dali_pipes import native
-    from dali_pipes.testing.sample_data import image_dataset, large_photo_dataset
+    from dali_pipes.sample_data.sample_images import image_dataset, large_photo_dataset
     if native.library("decode_crop_op") is None:
         raise SystemExit(f"DpDecodeCropResize unavailable: {native.why_not('decode_crop_op')}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -238,7 +238,7 @@ def main() -> None:
         if args.large:
             sets["large 3000-6000 px"] = files_of(large_photo_dataset(), 48)
         if args.real:
-            from dali_pipes.testing.sample_real import real_photo_crops
+            from dali_pipes.sample_data.sample_real import real_photo_crops
             sets["real crops 200-640 px"] = files_of(real_photo_crops(), args.images)
         for name, files in sets.items():
             windows = windows_of(files)

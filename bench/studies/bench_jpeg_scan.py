@@ -16,7 +16,7 @@ import time
 
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS, read_header
 from dali_pipes.formats.jpeg_scan import jpeg_size
-from dali_pipes.testing.sample_data import image_dataset
+from dali_pipes.sample_data.sample_images import image_dataset
 
 
 def _per_image_us(work, blobs, rounds: int) -> float:

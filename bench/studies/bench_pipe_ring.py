@@ -19,7 +19,7 @@ import sys
 
 CHILD = r'''
 import json, sys, time
-from dali_pipes.testing.sample_data import image_dataset
+from dali_pipes.sample_data.sample_images import image_dataset
 from torch_bridge import make_loader
 recipe, count, steps, warmup, batch = sys.argv[1], *map(int, sys.argv[2:6])
 loader = make_loader("image", image_dataset(), backend="dali", batch_size=batch, seed=0,

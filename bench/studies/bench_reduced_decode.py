@@ -2,9 +2,9 @@
 
     python bench/studies/bench_reduced_decode.py [--data PATH] [--images 24] [--size 224]
 
-On the large-photo set (dali_pipes/testing/sample_data.py, `--sample large` in compare.py)
+On the large-photo set (dali_pipes/sample_data/sample_images.py, `--sample large` in compare.py)
 each image
-gets its random-resized-crop window of epoch 0 (the plan's, dali_pipes.recipes.augment). Timed,
+gets its random-resized-crop window of epoch 0 (the plan's, dali_pipes.geometry.draws). Timed,
 one thread each, CPU ms per image (process CPU time, so DALI's worker thread counts):
   dali-roi-decode   fn.decoders.image_slice of the window (today's graph, decode only)
   dali-full-decode  fn.decoders.image of the whole file
@@ -26,10 +26,10 @@ import numpy as np
 
 
 def load(data: Path, n: int, size: int):
-    from dali_pipes.recipes.augment import image_params
+    from dali_pipes.geometry.draws import image_params
     from dali_pipes.sources.image import ImageFolderSource
     src = ImageFolderSource(data)
-    got = [src.read_checked(i) for i in range(min(n, len(src)))]
+    got = [src.read(i) for i in range(min(n, len(src)))]
     hw = np.asarray([s for _, s in got], np.int64)
     windows, _ = image_params(0, 0, np.arange(len(got)), hw[:, 0], hw[:, 1], size=size,
                               train=True)
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=224)
     args = p.parse_args(argv)
     if args.data is None:
-        from dali_pipes.testing.sample_data import large_photo_dataset
+        from dali_pipes.sample_data.sample_images import large_photo_dataset
         args.data = large_photo_dataset()
     datas, hw, windows = load(args.data, args.images, args.size)
     print(json.dumps({"images": len(datas), "size": args.size,

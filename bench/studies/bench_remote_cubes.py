@@ -3,7 +3,7 @@
     python bench/studies/bench_remote_cubes.py [--patches 2000] [--patch-size 9] [--rounds 3]
 
 The built-in sample ENVI scene (int16, BIL, 200 x 200 pixels x 96 bands, 7.7 MB) is read
-patch by patch (`HyperspectralSource.read_patch`, the feed's read) in one seeded random
+patch by patch (`HyperspectralSource.read`, the feed's read) in one seeded random
 order of labeled pixels, side by side in one run: the local memory map; S3 with a cold
 block cache (a fresh cache folder: the first pass fetches the 1 MiB blocks it touches); the
 same order again on the warm cache; and S3 without a cache (every line of every window one
@@ -52,10 +52,10 @@ def _round(local_dir: Path, url: str, options: dict, args, order) -> dict[str, f
             storage_options=options, cache_dir=str(cache)))
         bare = HyperspectralSource(url, patch_size=args.patch_size,
                                    store=FsspecStore(storage_options=options))
-        return {"local memory map": patches_per_s(local.read_patch, order),
-                "S3, cold block cache": patches_per_s(cached.read_patch, order),
-                "S3, warm block cache": patches_per_s(cached.read_patch, order),
-                "S3, no cache": patches_per_s(bare.read_patch, order[:len(order) // 10])}
+        return {"local memory map": patches_per_s(local.read, order),
+                "S3, cold block cache": patches_per_s(cached.read, order),
+                "S3, warm block cache": patches_per_s(cached.read, order),
+                "S3, no cache": patches_per_s(bare.read, order[:len(order) // 10])}
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
 
     import numpy as np
 
-    from dali_pipes.testing.sample_hyperspectral import hyperspectral_dataset
+    from dali_pipes.sample_data.sample_hyperspectral import hyperspectral_dataset
     from tests.stores.servers import MotoS3
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--patches", type=int, default=2000)

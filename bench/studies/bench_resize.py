@@ -28,7 +28,7 @@ SIZES = [(224, 224), (160, 160), (400, 520)]
 
 
 def _images(n: int) -> list[np.ndarray]:
-    from dali_pipes.testing.sample_data import photo_like
+    from dali_pipes.sample_data.sample_images import photo_like
     rng = np.random.default_rng(0)
     return [np.ascontiguousarray(photo_like(rng, *SHAPES[i % len(SHAPES)])) for i in range(n)]
 

@@ -1,4 +1,5 @@
-"""What one sample's read costs the feed, per store: CPU time of `read` and `read_checked`.
+"""What one sample's read costs the feed, per store: CPU time of `read` (the stored bytes,
+`STORED`) and of the checked `read`.
 
     python bench/studies/bench_store_reads.py [--images 640] [--rounds 7] [--no-s3]
 
@@ -7,11 +8,12 @@ as those shards on S3 (moto's server on 127.0.0.1) behind a warm block cache. Ea
 reads every sample once per store in one shuffled order, stores interleaved; the thread's
 CPU time per sample (steadier than wall time on a shared machine), medians over rounds.
 `read` is the store's bytes (the shard reads include the tar header check);
-`read_checked` adds the image header and JPEG scan checks that both backends run.
+The checked `read` adds the image header and JPEG scan checks that both backends run.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import subprocess
 import sys
@@ -34,10 +36,11 @@ def cpu_us_per_sample(read, order) -> float:
 def main(argv=None) -> int:
     import numpy as np
 
+    from dali_pipes.sample_data.sample_images import image_dataset
     from dali_pipes.sources.image import ImageFolderSource
+    from dali_pipes.sources.protocol import STORED
     from dali_pipes.sources.shards import ShardSource
     from dali_pipes.stores.remote import FsspecStore
-    from dali_pipes.testing.sample_data import image_dataset
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--images", type=int, default=640)
     p.add_argument("--rounds", type=int, default=7)
@@ -57,17 +60,17 @@ def main(argv=None) -> int:
         s3 = ShardSource(url, store=FsspecStore(storage_options=server.options,
                                                 cache_dir=str(work / "cache")))
         for i in range(len(s3)):  # warm the cache
-            s3.read(i)
+            s3.read(i, STORED)
         sources["s3-warm"] = s3
     try:
         order = np.random.default_rng(0).permutation(len(sources["folder"]))
         times: dict[str, list[float]] = {f"{k} {m}": [] for k in sources
-                                         for m in ("read", "read_checked")}
+                                         for m in ("read", "read checked")}
         for _ in range(args.rounds):
             for name, source in sources.items():
-                times[f"{name} read"].append(cpu_us_per_sample(source.read, order))
-                times[f"{name} read_checked"].append(
-                    cpu_us_per_sample(source.read_checked, order))
+                stored = functools.partial(source.read, request=STORED)
+                times[f"{name} read"].append(cpu_us_per_sample(stored, order))
+                times[f"{name} read checked"].append(cpu_us_per_sample(source.read, order))
     finally:
         if server is not None:
             server.__exit__(None, None, None)

@@ -4,9 +4,10 @@ the whole frame resized, then cropped (fn.resize + fn.crop), in the DALI video g
 The question behind `resize="short_side"`'s graph (dali_pipes.pipelines.video): both give the
 same pixels (tests/pipelines/test_video_pipeline.py); which costs less on DALI's CPU
 backend? VP9 clips are decoded by DALI in both graphs (the same encoded segments, the same
-plan windows, `dali_pipes.clip_crops`), so the difference is the resize. Rounds alternate the
-two graphs; the median of each is reported with process CPU time per clip (DALI's threads run
-in this process: the steadier number on a shared machine) and their ratio.
+plan windows, `dali_pipes.geometry.clip_crops`), so the difference is the resize. Rounds
+alternate the two graphs; the median of each is reported with process CPU time per clip
+(DALI's threads run in this process: the steadier number on a shared machine) and their
+ratio.
 
     python bench/studies/bench_video_crops.py [--videos 8] [--size 320 180] [--short-side 128]
         [--crop 112] [--clip-length 8] [--batch 8] [--steps 6] [--rounds 3]
@@ -24,20 +25,21 @@ import nvidia.dali.types as types
 
 from bench.studies.bench_video_paths import make_tree
 from dali_pipes import schema
-from dali_pipes.clip_crops import clip_windows, source_roi
+from dali_pipes.geometry.clip_crops import clip_windows, source_roi
 from dali_pipes.pipelines.config import PipelineConfig, define_pipeline
 from dali_pipes.pipelines.inputs import external_inputs
 from dali_pipes.pipelines.video import build_video_pipeline
+from dali_pipes.sample_data.sample_images import cache_root
+from dali_pipes.sources.protocol import ClipRead
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_data import cache_root
 
 
 def _resize_then_crop(device: str, resized, size):
     """The alternative graph: decode, resize the whole frame, cut the window."""
+    scalars = [i for i in schema.VIDEO_INPUTS
+               if i.name in ("start_frame", "sequence_length", "stride")]  # the graph's own
     video, start, length, stride, anchor = external_inputs(
-        (schema.Input("video", "uint8", 1), *schema._scalars(
-            "int32", "start_frame", "sequence_length", "stride"),
-         schema.Input("anchor", "float32", 1)))
+        (schema.Input("video", "uint8", 1), *scalars, schema.Input("anchor", "float32", 1)))
     frames = fn.decoders.video(video, device="cpu", start_frame=start, sequence_length=length,
                                stride=stride, pad_mode="edge")
     frames = fn.resize(frames, size=list(resized), antialias=True,
@@ -57,7 +59,7 @@ def feeds(src: VideoFolderSource, batch: int, step: int, args) -> tuple[dict, di
     segments, starts = [], []
     for i in index.tolist():
         frames = src.clip_frames(0, step, i, train=True)
-        segment, first = src.read_segment(i, frames)
+        segment, first = src.read(i, ClipRead(frames))
         segments.append(segment)
         starts.append(first)
     common = {"video": segments, "start_frame": np.array(starts, np.int32),

@@ -1,7 +1,7 @@
 """Benchmark: DALI CPU `fn.decoders.video` against `decode_frames_pyav` for the same clips.
 
 Writes VP9 files (WebM) of a short and a long length, draws random clip starts with
-`dali_pipes.clips`, and decodes the same clips three ways:
+`dali_pipes.geometry.clips`, and decodes the same clips three ways:
 - `decode_frames_pyav`: seeks to the keyframe before each clip, decodes forward to its end;
 - DALI, whole file: each file's whole bytes through `external_source`, with per-sample
   `start_frame` / `sequence_length` / `stride` (pad_mode="edge");
@@ -29,13 +29,13 @@ from pathlib import Path
 import av
 import numpy as np
 
-from dali_pipes.clips import clip_frame_indices, clip_starts
 from dali_pipes.formats.video import (
     clear_probe_cache,
     decode_frames_pyav,
     probe_video,
     remux_segment,
 )
+from dali_pipes.geometry.clips import clip_frame_indices, clip_starts
 
 
 def write_vp9(path: Path, n: int, width: int, height: int, gop: int, fps: int = 30) -> Path:

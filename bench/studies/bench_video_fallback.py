@@ -4,10 +4,11 @@
 
 For clips DALI cannot decode on the CPU backend (H.264, HEVC, AV1, MPEG-4) both backends
 decode with the same PyAV call; what differs is the rest. Prints CPU ms per clip of:
-PyAV decode of the clip (`decode_clip`), torchvision's uint8 antialiased resize (the torch
-path's), DALI's CPU resize + crop_mirror_normalize of the full-size frames (the graph before
-the feed resized fallback clips), DALI's crop_mirror_normalize of pre-resized frames (the
-graph now), and a pickle round trip of full-size and resized frames (what feed workers ship).
+PyAV decode of the clip (`read(i, DecodedClipRead(frames))`), torchvision's uint8
+antialiased resize (the torch path's), DALI's CPU resize + crop_mirror_normalize of the
+full-size frames (the graph before the feed resized fallback clips), DALI's
+crop_mirror_normalize of pre-resized frames (the graph now), and a pickle round trip of
+full-size and resized frames (what feed workers ship).
 """
 from __future__ import annotations
 
@@ -57,14 +58,17 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     import torch
 
+    from dali_pipes.sources.protocol import DecodedClipRead
     from dali_pipes.sources.video import VideoFolderSource
     from torch_bridge.modalities.clip_resize import resize_clip
     torch.set_num_threads(1)
     src = VideoFolderSource(args.data, clip_length=8)
     n = min(args.clips, len(src))
     frames = [src.clip_indices(0, 0, [i], train=True)[0] for i in range(n)]
-    out = {"pyav_decode_clip": _cpu_ms(lambda i: src.decode_clip(i, frames[i]), range(n))}
-    clips = [src.decode_clip(i, frames[i]) for i in range(n)]
+    def decode(i: int):
+        return src.read(i, DecodedClipRead(frames[i]))
+    out = {"pyav_decode_clip": _cpu_ms(decode, range(n))}
+    clips = [decode(i) for i in range(n)]
     small = [resize_clip(c, tuple(args.size)) for c in clips]
     out["torchvision_resize"] = _cpu_ms(lambda c: resize_clip(c, tuple(args.size)), clips)
     out["dali_resize_normalize"] = _dali_ms(clips, args.size, resize=True)

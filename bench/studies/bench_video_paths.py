@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.run_one import endless
-from dali_pipes.frames import extract_tree
-from dali_pipes.testing.sample_data import cache_root
-from dali_pipes.testing.sample_video import synthetic_frames, write_video
+from dali_pipes.sample_data.sample_images import cache_root
+from dali_pipes.sample_data.sample_video import synthetic_frames, write_video
+from dali_pipes.sources.frames import extract_tree
 
 
 def make_tree(root: Path, *, videos: int, frames: int, size, gop: int, seed: int = 0) -> Path:

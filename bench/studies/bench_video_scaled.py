@@ -37,7 +37,7 @@ SIZE = (112, 112)
 def make_clip(path: Path, width: int, height: int, codec: str, frames: int = 96) -> Path:
     import av
 
-    from dali_pipes.testing.sample_data import photo_like
+    from dali_pipes.sample_data.sample_images import photo_like
     if path.exists():
         return path
     big = photo_like(np.random.default_rng(0), height + 2 * frames + 8, width + 3 * frames + 8)

@@ -27,6 +27,8 @@ if __package__ in (None, ""):
 
 import numpy as np
 
+from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
+
 CLIP = 16
 
 
@@ -55,9 +57,9 @@ def _clip_bytes(source, starts) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {"decode": [], "segment": []}
     for start in starts:
         frames = np.arange(start, start + CLIP)
-        for what, read in (("decode", source.decode_clip), ("segment", source.read_segment)):
+        for what, request in (("decode", DecodedClipRead(frames)), ("segment", ClipRead(frames))):
             before = source.fetched()[0]
-            read(0, frames)
+            source.read(0, request)
             out[what].append(source.fetched()[0] - before)
     return out
 
@@ -65,15 +67,15 @@ def _clip_bytes(source, starts) -> dict[str, list[int]]:
 def _clips_per_s(source, starts) -> float:
     t0 = time.perf_counter()
     for start in starts:
-        source.decode_clip(0, np.arange(start, start + CLIP))
+        source.read(0, DecodedClipRead(np.arange(start, start + CLIP)))
     return len(starts) / (time.perf_counter() - t0)
 
 
 def main(argv=None) -> int:
+    from dali_pipes.sample_data.video_shards import write_video_shards
     from dali_pipes.sources.video import VideoFolderSource
     from dali_pipes.sources.video_shards import VideoShardSource
     from dali_pipes.stores.remote import FsspecStore
-    from dali_pipes.testing.video_shards import write_video_shards
     from tests.stores.servers import MotoS3
     from tests.stores.test_s3_folders import _upload
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

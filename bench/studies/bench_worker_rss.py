@@ -54,7 +54,7 @@ def workers_memory(data: str, *, batches: int, workers: int, size: int) -> dict:
         next(stream)
     seconds = time.perf_counter() - t
     last = [_memory(p) for p in pids]
-    return {"data": data, "samples": len(loader._source("path")), "batches": batches,
+    return {"data": data, "samples": len(loader.dataset), "batches": batches,
             "seconds": seconds, "listing_seconds": listing_seconds,
             "main_listing_mb": (listed - start) / 2**20,
             "main_rss_mb": me.memory_info().rss / 2**20,

@@ -30,7 +30,7 @@ CASES = [(name, m) for name in OPS if name != "Identity" for m in (
 
 def test_images(n: int, size: int, seed: int = 0) -> np.ndarray:
     """(n, size, size, 3) uint8 photo-like images (HWC)."""
-    from dali_pipes.testing.sample_data import photo_like
+    from dali_pipes.sample_data.sample_images import photo_like
     rng = np.random.default_rng(seed)
     return np.ascontiguousarray(np.stack([photo_like(rng, size, size) for _ in range(n)]))
 

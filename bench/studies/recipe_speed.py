@@ -28,7 +28,7 @@ def images_per_s(data, backend: str, recipe: str | None, batch_size: int) -> flo
 
 
 def main(argv=None) -> None:
-    from dali_pipes.testing.sample_data import image_dataset
+    from dali_pipes.sample_data.sample_images import image_dataset
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipes", nargs="+", default=["none", "timm-rand-m9"])

@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="+", choices=list(CONFIGS), help="a subset of the rows")
     args = p.parse_args(argv)
     if args.data is None:
-        from dali_pipes.testing.sample_data import image_dataset
+        from dali_pipes.sample_data.sample_images import image_dataset
         args.data = image_dataset()
     with tempfile.TemporaryDirectory() as tmp, LoadMonitor() as load:
         recipes = write_recipes(Path(tmp), args.only or list(CONFIGS))

@@ -22,7 +22,7 @@ import sys
 
 CHILD = r'''
 import json, sys, time
-from dali_pipes.testing.sample_data import image_dataset
+from dali_pipes.sample_data.sample_images import image_dataset
 from torch_bridge import make_loader
 backend, recipe, steps, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 loader = make_loader("image", image_dataset(), backend=backend, batch_size=batch, seed=0,

@@ -76,7 +76,7 @@ def _pack(src: Path, dst: Path, *extra: str) -> Path:
 
 
 def _scene(work: Path) -> Path:
-    from dali_pipes.testing.sample_hyperspectral import hyperspectral_dataset
+    from dali_pipes.sample_data.sample_hyperspectral import hyperspectral_dataset
     out = work / "hyperspectral"
     out.mkdir(parents=True, exist_ok=True)
     for path in hyperspectral_dataset(lines=300, samples=320, bands=64).glob("scene_00_envi*"):
@@ -105,7 +105,7 @@ def prepare(args) -> dict[str, dict[str, Path]]:
                                       served / "scenes", dirs_exist_ok=True))
         data["hyperspectral"] = {s: folder for s in stores}
     if "image" in args.modalities:
-        from dali_pipes.testing.sample_data import image_dataset
+        from dali_pipes.sample_data.sample_images import image_dataset
         shards = _pack(args.images or image_dataset(n_images=640), served / "image-shards")
         data["image"] = {s: shards for s in stores}
     if "video" in args.modalities:

@@ -49,7 +49,7 @@ def tiny_jpeg() -> bytes:
     """The 16x16 JPEG every sample of these trees holds."""
     import numpy as np
 
-    from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+    from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
     return encode_jpeg(photo_like(np.random.default_rng(0), 16, 16))
 
 

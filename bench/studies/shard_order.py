@@ -25,8 +25,8 @@ Then the same for real code (skip with `--no-real`): `--real-shards` tar shards 
 `--real-per-shard` members of `--real-member-kib` (random bytes named .jpg, with a .cls) in
 fsspec's in-memory file system, listed by ShardSource (`memory://` URLs, so the remote path:
 FsspecStore, tar indexes, the block cache of `--real-cache-mib` under a temporary folder);
-rank 0 of `--world` reads its epoch with `source.read(i)` and the block cache's own miss
-counter gives the blocks fetched.
+rank 0 of `--world` reads its epoch with `source.read(i, STORED)` (the stored bytes) and the
+block cache's own miss counter gives the blocks fetched.
 """
 from __future__ import annotations
 
@@ -140,6 +140,7 @@ def real_fetches(args, window: int | None, index_dir: str) -> dict:
     cache), against the distinct blocks its reads touch."""
     import tempfile
 
+    from dali_pipes.sources.protocol import STORED
     from dali_pipes.sources.shards import ShardSource
     from dali_pipes.stores.remote import FsspecStore
     root = f"memory://shard_order_bench/{args.real_shards}x{args.real_per_shard}"
@@ -148,7 +149,7 @@ def real_fetches(args, window: int | None, index_dir: str) -> dict:
             cache_dir=cache, cache_limit=args.real_cache_mib << 20))
         _, ranks = rank_orders(np.asarray(source.shard_ids), args.world, window)
         for i in ranks[0]:
-            source.read(int(i))
+            source.read(int(i), STORED)
         fetched = source.store.cache.misses
     first = (source.offsets[ranks[0]] - HEADER) // BLOCK
     last = (source.offsets[ranks[0]] + source.sizes[ranks[0]] - 1) // BLOCK

@@ -5,8 +5,8 @@
                                 [--listing-samples 1000000] [--worker-batches 200]
                                 [--size 224] [--work DIR] [--scale-dir DIR] [--json PATH]
 
-1. Throughput. The built-in image set (dali_pipes/testing/sample_data.py, 640 JPEGs of 500x375) as
-   `folder` (class folders), `shards` (`python -m dali_pipes.pack`, default shard size),
+1. Throughput. The built-in image set (dali_pipes/sample_data/sample_images.py, 640 JPEGs of
+   500x375) as `folder` (class folders), `shards` (`python -m dali_pipes.pack`, default shard size),
    `shards-320` (packed with `--max-side 320 --quality 90`), and the `shards` on S3 (moto's
    server on 127.0.0.1) read through the block cache: `s3-cold` with an empty `cache_dir`,
    `s3-warm` with the same `cache_dir` once more. Every row and backend runs in its own
@@ -76,7 +76,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def prepare(args) -> dict[str, str]:
     """The local data of each row: the image folder and its two packings."""
-    from dali_pipes.testing.sample_data import image_dataset
+    from dali_pipes.sample_data.sample_images import image_dataset
     folder = image_dataset(n_images=args.images)
     out = {"folder": str(folder)}
     for name, extra in (("shards", []), ("shards-320", ["--max-side", "320", "--quality", "90"])):
@@ -95,7 +95,7 @@ def describe(data: str, probe: int = 64) -> dict:
     from dali_pipes.sources.image import ImageFolderSource
     from dali_pipes.sources.shards import ShardSource, is_shard_data
     source = ShardSource(data) if is_shard_data(data) else ImageFolderSource(data)
-    reads = [source.read_checked(i) for i in range(min(probe, len(source)))]
+    reads = [source.read(i) for i in range(min(probe, len(source)))]
     return {"samples": len(source), "mean_bytes": float(np.mean([len(r[0]) for r in reads])),
             "mean_height": float(np.mean([r[1][0] for r in reads])),
             "mean_width": float(np.mean([r[1][1] for r in reads]))}
@@ -149,7 +149,7 @@ def throughput(args, data: dict[str, str], s3=None) -> list[dict]:
             runs[(row, backend)].append(run_row(row, backend, source, args, options))
     table = []
     for (row, backend), results in runs.items():
-        med = compare._median(results)
+        med = compare.median_row(results)
         table.append({"row": row, "backend": backend, **{k: med.get(k) for k in (
             "samples_per_s", "samples_per_s_range", "wait_ms_p50", "wait_ms_p95",
             "cpu_ms_per_sample", "peak_rss_mb", "steps", "repeats")},

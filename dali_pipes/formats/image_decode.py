@@ -79,7 +79,7 @@ def prepare_decode(data, size: tuple[int, int], path, decode: ImageDecode
     """What both backends need to decode one checked image under `decode`.
 
     Args:
-        data: the encoded image (as a source's `read_checked` gives it).
+        data: the encoded image (as an image source's checked `read` gives it).
         size: its header (height, width), as stored.
         path: what to name in errors.
         decode: the options.

@@ -2,9 +2,10 @@
 
 A CuPy wheel built for another CUDA major than the CUDA libraries present (cupy-cuda12x
 beside torch's CUDA 13 wheels) imports and counts devices, then raises ImportError on the
-first matmul or eigen-decomposition. `dali_pipes.bands.array_module` therefore chooses CuPy
-only after `cupy_problem(index)` returned None; the doctor and `bench/gpu_check.py` print
-the reason it gives otherwise. numpy only at import time (CuPy is imported on first call).
+first matmul or eigen-decomposition. `dali_pipes.geometry.bands.array_module` therefore
+chooses CuPy only after `cupy_problem(index)` returned None; the doctor and
+`bench/gpu_check.py` print the reason it gives otherwise. numpy only at import time (CuPy is
+imported on first call).
 """
 from __future__ import annotations
 

@@ -26,15 +26,23 @@ Its lock files are removed when it ends.
 `--modality video|fusion|frames|detection` packs those sources the same way (same plan,
 resume, locks, manifest with class names), in the layouts of `dali_pipes.pack._members`;
 `--max-side` applies to images only, and hyperspectral scenes are refused (cubes stay files).
+
+SRC and DST may each be a local folder or a URL (`s3://...`, any fsspec protocol; SRC also a
+path in a store handed in: `PackRun.store`), and the shards may be written by this machine
+(`--engine local`) or by a Ray cluster (`--engine ray`: one task per shard, writing straight
+to DST; `dali_pipes.pack._engines`). Either way the driver lists SRC once, plans the shards,
+holds DST's locks and writes the manifest last, and the shards, members, bytes and records
+are the same.
 """
 from __future__ import annotations
 
-import io
+import difflib
+import inspect
 import json
 import os
 import sys
-from multiprocessing import get_context
-from pathlib import Path
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
 
 import numpy as np
 
@@ -47,113 +55,204 @@ from dali_pipes.pack._args import (
     parse_args,
 )
 from dali_pipes.pack._args import parser as cli_parser
+from dali_pipes.pack._engines import PackTaskFailed, check_ray, run_local, run_ray
+from dali_pipes.pack._locks import locked
 from dali_pipes.pack._members import MODALITIES, MemberPacker, member_packer
-from dali_pipes.pack._owned import clean, marked, refuse_foreign
-from dali_pipes.pack._resume import PackRefused, claim_plan, locked, make_plan, shard_state
-from dali_pipes.sources.image import ImageFolderSource
-from dali_pipes.stores.shard_writer import (
-    part_shards,
-    plan_shards,
-    shard_name,
-    temp_name,
-    write_sample_shard,
-    write_shard,
-)
+from dali_pipes.pack._owned import clean, dump_json, refuse_foreign
+from dali_pipes.pack._progress import Progress, Totals
+from dali_pipes.pack._resume import PackRefused, claim_plan, make_plan, shard_state
+from dali_pipes.pack._shard import ShardJob
+from dali_pipes.stores import Store
+from dali_pipes.stores.destination import Destination, open_destination
+from dali_pipes.stores.options import StoreOptions
+from dali_pipes.stores.remote import is_url
+from dali_pipes.stores.select import resolve_store
+from dali_pipes.stores.shard_writer import part_shards, plan_shards, shard_name
+
+__all__ = ["PackArgumentError", "PackRefused", "PackRun", "PackTaskFailed", "main", "pack",
+           "sample_order"]
+
+
+@dataclass(frozen=True)
+class PackRun:
+    """How and where a pack runs (the command line's `--engine`, `--ray-address`,
+    `--storage-options`).
+
+    Args:
+        engine: "local" (this machine: `workers` processes) or "ray" (a Ray cluster: one
+            task per shard).
+        ray_address: the cluster's address (None: `RAY_ADDRESS`, else a local Ray started
+            and stopped by the tool).
+        storage_options: fsspec options for SRC and DST URLs (credentials, endpoint_url...).
+        store: SRC's store (any `dali_pipes.stores.Store`): SRC is then a path in it.
+    """
+
+    engine: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+    storage_options: dict | None = field(default=None, hash=False)
+    store: Store | None = field(default=None, hash=False, compare=False)
+
+    def __post_init__(self):
+        if self.engine not in ("local", "ray"):
+            raise PackArgumentError(f"engine must be 'local' or 'ray', got {self.engine!r}")
+        if self.ray_address is not None and self.engine != "ray":
+            raise PackArgumentError("ray_address (--ray-address) is for engine='ray'")
+        if self.storage_options is not None and not isinstance(self.storage_options, dict):
+            raise PackArgumentError(f"storage_options must be a dict, got "
+                                    f"{type(self.storage_options).__name__}")
 
 
 def pack(src, dst, *, shard_size: int = DEFAULT_SHARD_SIZE, max_side: int | None = None,
-         quality: int = 90, part: tuple[int, int] = (0, 1), workers: int = 1,
+         quality: int = 90, part: tuple[int, int] = (0, 1), workers: int | None = None,
          shuffle: int | None = None, progress: bool | None = None,
-         overwrite: bool = False, modality: str = "image") -> dict:
+         overwrite: bool = False, modality: str = "image", **run_options: Any) -> dict:
     """Write the class folders of `src` as shards into `dst` (see the module doc).
 
     Args:
-        src: a local folder of class folders of images.
-        dst: the output folder (created).
+        src: a folder of class folders of images (local, a URL, or a path in `run.store`).
+        dst: the output folder, local (created) or a URL.
         shard_size: the most image bytes (as read from SRC) per shard.
         max_side: re-encode images whose longer side exceeds this as JPEGs this large.
         quality: the JPEG quality of re-encoded images.
         part: (i, N): write every N-th shard starting at i.
-        workers: processes encoding shards.
+        workers: shards written at once: processes of the local engine (None: 1), Ray
+            tasks (None: as many as the cluster has CPUs).
         shuffle: a seed: write the samples in that permutation of SRC's order (None: in order).
         progress: rich progress bar (True), plain lines (False), or by terminal (None).
         overwrite: delete what the pack tool wrote in `dst` before and start over (else a
             `dst` written by another plan is refused: `PackRefused`).
         modality: what `src` holds: "image" (class folders of images), "video", "fusion",
             "frames" or "detection" (see `dali_pipes.pack._members`).
+        run_options: the engine and the stores: `run=PackRun(...)`, or its fields as
+            keywords (`engine="ray"`, `ray_address=`, `storage_options=`, `store=`); none:
+            the local engine and the built-in stores.
 
     Returns:
         The manifest written. `PackArgumentError` (a ValueError) names a bad argument,
         `PackRefused` a destination this run must not write (another plan, another packer).
     """
+    run = pack_run(run_options)
     options = {"shard_size": shard_size, "max_side": max_side, "quality": quality,
                "shuffle": shuffle}
     for name, value in (*options.items(), ("workers", workers)):
-        if value is not None or name in ("shard_size", "quality", "workers"):
+        if value is not None or name in ("shard_size", "quality"):
             check_option(name, value)
     part = check_part(part)
-    out = check_paths(src, dst)
-    source = _source(src, modality, max_side)
+    if run.engine == "ray":
+        check_ray()  # before anything is listed or written: the extra to install
+    check_paths(src, dst, run.store)
+    store, dest = _stores(src, dst, run)
+    source = _source(src, modality, max_side, store)
     order = np.arange(len(source)) if shuffle is None else sample_order(len(source), shuffle)
-    out.mkdir(parents=True, exist_ok=True)
-    with locked(out, part, overwrite):
-        refuse_foreign(out)
-        gone = clean(out, everything=overwrite)
+    dest.make()
+    with locked(dest, part, overwrite) as still_held:
+        refuse_foreign(dest)
+        gone = clean(dest, everything=overwrite)
         if gone:
-            print(f"{out}: deleted {len(gone)} files of the pack tool ("
+            print(f"{dest}: deleted {len(gone)} files of the pack tool ("
                   + ("--overwrite" if overwrite else "temporary files of dead packers") + ")",
                   file=sys.stderr)
         plan = make_plan(source.listing_digest(), shard_size=shard_size, max_side=max_side,
                          quality=quality, shuffle=shuffle)
         if modality != "image":
             plan["modality"] = modality
-        digest = claim_plan(out, plan)
-        for name, data in getattr(source, "extra_files", {}).items():
-            _write_bytes(out / name, data)
-        return _write(source, out, order, options, (plan, digest), part, workers, progress)
+        digest = claim_plan(dest, plan)
+        for name, data in source.extra_files.items():
+            dest.write(name, data)
+        jobs, totals, shards = _jobs(source, dest, order, options, digest, part)
+        aborted = dest.abort_uploads([job.name for job in jobs])
+        if aborted:
+            print(f"{dest}: aborted the incomplete uploads of {', '.join(aborted)} (writers "
+                  "killed mid-shard)", file=sys.stderr)
+        _run(jobs, source.store, dest, workers, run, Progress(totals, progress))
+        clean(dest, everything=False)  # temporary files of workers killed meanwhile
+        still_held()
+        return _manifest(source, dest, shards, options, {**plan, "digest": digest}, part)
 
 
-def _write(source, out: Path, order: np.ndarray, options: dict, plan: tuple[dict, str],
-           part: tuple[int, int], workers: int, progress: bool | None) -> dict:
-    if isinstance(source, MemberPacker):
-        sizes = source.sizes[order]
-    else:
-        sizes = np.asarray([os.path.getsize(source.files[i]) for i in order.tolist()], np.int64)
+_PACK_KEYWORDS = tuple(p for p in inspect.signature(pack).parameters
+                      if p not in ("src", "dst", "run_options"))
+
+
+def pack_run(given: dict[str, Any]) -> PackRun:
+    """The PackRun `pack`'s engine keywords name: `run=` a PackRun, or its fields as
+    shorthands, not both; TypeError naming an unknown keyword (with the closest one)."""
+    run, rest = given.get("run"), {k: v for k, v in given.items() if k != "run"}
+    names = [f.name for f in fields(PackRun)]
+    unknown = [k for k in rest if k not in names]
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], [*names, "run", *_PACK_KEYWORDS], n=1)
+        raise TypeError(f"pack() got an unexpected keyword argument {unknown[0]!r}"
+                        + (f"; did you mean {near[0]!r}?" if near else ""))
+    if run is not None and not isinstance(run, PackRun):
+        raise TypeError(f"run must be a PackRun, got {type(run).__name__}")
+    if run is not None and rest:
+        raise PackArgumentError(f"give run=PackRun(...) or {', '.join(rest)}, not both")
+    return run or PackRun(**rest)
+
+
+def _stores(src, dst, run: PackRun) -> tuple[Store, Destination]:
+    """SRC's store and DST (storage options go to the URLs among them)."""
+    url_options = StoreOptions(storage_options=run.storage_options)
+    if run.storage_options is not None and not (is_url(os.fspath(src)) and run.store is None
+                                                or is_url(os.fspath(dst))):
+        raise PackArgumentError(f"storage_options apply to URLs; SRC {src} and DST {dst} "
+                                "are not")
+    try:
+        store = resolve_store(os.fspath(src), run.store,
+                              url_options if run.store is None and is_url(os.fspath(src))
+                              else None)
+        dest = open_destination(dst, run.storage_options if is_url(os.fspath(dst)) else None)
+    except (TypeError, ValueError) as exc:
+        raise PackArgumentError(str(exc)) from exc
+    return store, dest
+
+
+def _jobs(source: MemberPacker, dest: Destination, order: np.ndarray, options: dict,
+          digest: str, part: tuple[int, int]
+          ) -> tuple[list[ShardJob], Totals, tuple[int, list[int]]]:
+    """The jobs of this part's shards still to write, its totals, and (shards in all, this
+    part's shards)."""
+    sizes = source.sizes[order]
     shards = plan_shards(sizes, options["shard_size"])
     mine = part_shards(len(shards), *part)
-    pending = _pending(out, mine, plan[1])
-    jobs: list
-    if isinstance(source, MemberPacker):
-        jobs = [(str(out / shard_name(j)), [(f"{i:09d}", source.members(i))
-                                            for i in order[shards.samples(j)].tolist()],
-                 plan[1]) for j in pending]
-        work = _pack_members
-    else:
-        jobs = [(str(out / shard_name(j)), [(f"{i:09d}", source.files[i], int(source.labels[i]))
-                                            for i in order[shards.samples(j)].tolist()],
-                 options["max_side"], options["quality"], plan[1]) for j in pending]
-        work = _pack_shard
-    _run(jobs, workers, _reporter(len(mine), len(mine) - len(pending), progress), work)
-    manifest = _manifest(source, out, mine, len(shards), options)
-    manifest["plan"] = {**plan[0], "digest": plan[1]}
-    name = "manifest.json" if part[1] == 1 else f"manifest-part-{part[0]}-of-{part[1]}.json"
-    _write_json(out / name, manifest)
-    return manifest
+    pending = _pending(dest, mine, digest)
+    resize = None if options["max_side"] is None else (options["max_side"],
+                                                        options["quality"])
+    jobs = [ShardJob(shard_name(j), [(f"{i:09d}", source.members(i))
+                                     for i in order[shards.samples(j)].tolist()],
+                     resize, digest, source.modality == "image") for j in pending]
+    count = {j: len(shards.samples(j)) for j in mine}
+    kept = [j for j in mine if j not in set(pending)]
+    totals = Totals(len(mine), sum(count.values()), len(kept), sum(count[j] for j in kept))
+    return jobs, totals, (len(shards), mine)
 
 
-def _pending(out: Path, mine: list[int], digest: str) -> list[int]:
+def _run(jobs: list[ShardJob], store: Store, dest: Destination, workers: int | None,
+         run: PackRun, progress: Progress) -> None:
+    try:
+        if run.engine == "ray":
+            run_ray(jobs, store, dest, workers, run.ray_address, progress)
+        else:
+            run_local(jobs, store, dest, workers or 1, progress)
+    finally:
+        progress.close()
+
+
+def _pending(dest: Destination, mine: list[int], digest: str) -> list[int]:
     """The shards of `mine` to write: missing or damaged ones (said on stderr)."""
+    listed = dest.names()
     pending = []
     for j in mine:
-        state = shard_state(out, shard_name(j), digest)
+        state = shard_state(dest, shard_name(j), digest, listed)
         if state.startswith("damaged"):
-            print(f"{out / shard_name(j)}: {state}; writing it again", file=sys.stderr)
+            print(f"{dest.path(shard_name(j))}: {state}; writing it again", file=sys.stderr)
         if state != "done":
             pending.append(j)
     return pending
 
 
-def _source(src, modality: str, max_side: int | None) -> ImageFolderSource | MemberPacker:
+def _source(src, modality: str, max_side: int | None, store: Store) -> MemberPacker:
     if modality not in MODALITIES:
         raise PackArgumentError(f"modality must be one of {', '.join(MODALITIES)}, got "
                                 f"{modality!r}")
@@ -161,7 +260,7 @@ def _source(src, modality: str, max_side: int | None) -> ImageFolderSource | Mem
         raise PackArgumentError(f"--max-side re-encodes images; it does not apply to "
                                 f"--modality {modality} (members are copied as they are)")
     try:
-        return ImageFolderSource(src) if modality == "image" else member_packer(src, modality)
+        return member_packer(src, modality, store)
     except (OSError, ValueError) as exc:
         raise PackArgumentError(f"SRC {src}: {exc}") from exc
 
@@ -173,94 +272,19 @@ def sample_order(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng([int(seed), 0x5041434B]).permutation(n)
 
 
-def _run(jobs: list, workers: int, report, work=None) -> None:
-    work = work or _pack_shard
-    if workers <= 1 or len(jobs) <= 1:
-        for job in jobs:
-            report(work(job))
-        return
-    with get_context("spawn").Pool(min(workers, len(jobs))) as pool:
-        for done in pool.imap_unordered(work, jobs):
-            report(done)
-
-
-def _pack_members(job) -> str:
-    path, samples, digest = job
-    record = write_sample_shard(path, samples)
-    _write_json(Path(f"{path}.json"), {**record, "plan": digest})
-    return os.path.basename(path)
-
-
-def _pack_shard(job) -> str:
-    path, samples, max_side, quality, digest = job
-    members = [(key, *_encode(file, max_side, quality), label) for key, file, label in samples]
-    record = write_shard(path, members)
-    _write_json(Path(f"{path}.json"), {**record, "plan": digest})
-    return os.path.basename(path)
-
-
-def _encode(file: str, max_side: int | None, quality: int) -> tuple[str, bytes]:
-    """(extension, bytes): the file as it is, or re-encoded smaller when `max_side` asks."""
-    data = Path(file).read_bytes()
-    ext = Path(file).suffix.lower().lstrip(".")
-    if max_side is None:
-        return ext, data
-    from PIL import Image
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            if max(image.size) <= max_side:
-                return ext, data
-            scale = max_side / max(image.size)
-            size = tuple(max(1, round(s * scale)) for s in image.size)
-            small = image.convert("RGB").resize(size, Image.Resampling.LANCZOS)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{file}: cannot be decoded to resize it ({exc})") from exc
-    buffer = io.BytesIO()
-    small.save(buffer, format="JPEG", quality=quality)
-    return "jpg", buffer.getvalue()
-
-
-def _manifest(source, out: Path, mine: list[int], n_shards: int, options: dict) -> dict:
-    counts = np.asarray(getattr(source, "class_counts", None) if isinstance(
-        source, MemberPacker) else np.bincount(source.labels, minlength=len(source.classes)))
-    shards = [{"name": shard_name(j), **json.loads((out / f"{shard_name(j)}.json").read_text())}
+def _manifest(source: MemberPacker, dest: Destination, shards_of: tuple[int, list[int]],
+              options: dict, plan: dict, part: tuple[int, int]) -> dict:
+    """Write this part's manifest (after every shard): classes, counts, shard records."""
+    n_shards, mine = shards_of
+    shards = [{"name": shard_name(j), **json.loads(dest.read(f"{shard_name(j)}.json"))}
               for j in mine]
-    return {"format": "webdataset", "classes": list(source.classes),
-            "class_counts": counts.tolist(), "samples": len(source), "shards_total": n_shards,
-            "shards": shards, "options": options}
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    tmp = Path(temp_name(path))
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def _write_json(path: Path, value: dict) -> None:
-    tmp = Path(temp_name(path))
-    tmp.write_text(json.dumps(marked(value), indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
-def _reporter(total: int, done: int, progress: bool | None):
-    """A callback taking each finished shard's name: a rich bar or plain lines."""
-    use_rich = (sys.stderr.isatty() if progress is None else progress) and done < total
-    state = {"done": done}
-    if use_rich:
-        from rich.progress import Progress
-        bar = Progress(transient=False)
-        task = bar.add_task("packing shards", total=total, completed=done)
-        bar.start()
-
-    def report(name: str) -> None:
-        state["done"] += 1
-        if use_rich:
-            bar.update(task, advance=1)
-            if state["done"] == total:
-                bar.stop()
-        else:
-            print(f"packed {name} ({state['done']}/{total} shards)", file=sys.stderr)
-    return report
+    manifest = {"format": "webdataset", "classes": list(source.classes),
+                "class_counts": list(source.class_counts), "samples": len(source),
+                "shards_total": n_shards, "shards": shards, "options": options,
+                "plan": plan}
+    name = "manifest.json" if part[1] == 1 else f"manifest-part-{part[0]}-of-{part[1]}.json"
+    dest.write(name, dump_json(manifest))
+    return manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         manifest = pack(args.src, args.dst, shard_size=args.shard_size,
                         max_side=args.max_side, quality=args.quality, part=args.part,
                         workers=args.workers, shuffle=args.shuffle, overwrite=args.overwrite,
-                        modality=args.modality)
+                        modality=args.modality,
+                        run=PackRun(args.engine, args.ray_address, args.storage_options))
     except PackArgumentError as exc:
         parser.error(str(exc))
     except PackRefused as exc:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.cli import json_object
 from dali_pipes.pack._members import MODALITIES
+from dali_pipes.stores.remote import is_url
 
 DEFAULT_SHARD_SIZE = 256 << 20
 
@@ -45,20 +48,32 @@ def check_part(part) -> tuple[int, int]:
     return i, n
 
 
-def check_paths(src, dst) -> Path:
-    """DST as a Path; PackArgumentError for a missing SRC, a DST that is a file or one
-    inside SRC (its folder would be listed as a class on the next run)."""
-    source, out = Path(src), Path(dst)
-    if not source.is_dir():
-        raise PackArgumentError(f"SRC {src}: " + ("not a folder" if source.exists()
-                                                 else "does not exist"))
-    if out.exists() and not out.is_dir():
+def check_paths(src, dst, store=None) -> None:
+    """PackArgumentError for a missing local SRC, a local DST that is a file, or a DST
+    inside SRC (its folder would be listed as a class on the next run). SRC in `store`
+    (a store handed in) is checked by the store's listing."""
+    src_s, dst_s = os.fspath(src), os.fspath(dst)
+    if store is None and not is_url(src_s):
+        source = Path(src_s)
+        if not source.is_dir():
+            raise PackArgumentError(f"SRC {src}: " + ("not a folder" if source.exists()
+                                                     else "does not exist"))
+    if not is_url(dst_s) and Path(dst_s).exists() and not Path(dst_s).is_dir():
         raise PackArgumentError(f"DST {dst}: is a file, expected a folder")
-    inside = out.resolve() == source.resolve() or source.resolve() in out.resolve().parents
-    if inside:
+    if store is None and _inside(src_s, dst_s):
         raise PackArgumentError(f"DST {dst} is inside SRC {src}: pack into a folder "
                                 "outside it")
-    return out
+
+
+def _inside(src: str, dst: str) -> bool:
+    """Whether `dst` is `src` or a folder under it (both local, or both URLs)."""
+    if is_url(src) != is_url(dst):
+        return False
+    if is_url(src):
+        root, out = src.rstrip("/"), dst.rstrip("/")
+        return out == root or out.startswith(root + "/")
+    source, target = Path(src).resolve(), Path(dst).resolve()
+    return target == source or source in target.parents
 
 
 def _part(text: str) -> tuple[int, int]:
@@ -87,9 +102,10 @@ def parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m dali_pipes.pack", description=description,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("src", help="a local folder of class folders of images (or of what "
-                                    "--modality names)")
-    parser.add_argument("dst", help="the output folder (created; not inside SRC)")
+    parser.add_argument("src", help="a folder of class folders of images (or of what "
+                                    "--modality names): local, or a URL (s3://...)")
+    parser.add_argument("dst", help="the output folder, local (created) or a URL "
+                                    "(s3://...); not inside SRC")
     parser.add_argument("--shard-size", type=_int("shard_size"), default=DEFAULT_SHARD_SIZE,
                         metavar="BYTES", help="the most image bytes per shard (256 MiB)")
     parser.add_argument("--max-side", type=_int("max_side"), default=None, metavar="N",
@@ -99,8 +115,10 @@ def parser(description: str) -> argparse.ArgumentParser:
                         help="JPEG quality 1..100 of re-encoded images (with --max-side)")
     parser.add_argument("--part", type=_part, default="0/1", metavar="i/N",
                         help="write every N-th shard starting at i (one of N machines)")
-    parser.add_argument("--workers", type=_int("workers"), default=1, metavar="W",
-                        help="processes encoding shards")
+    parser.add_argument("--workers", type=_int("workers"), default=None, metavar="W",
+                        help="shards written at once: processes of this machine (--engine "
+                             "local; None: 1) or Ray tasks (--engine ray; None: one per CPU "
+                             "of the cluster)")
     parser.add_argument("--shuffle", type=_int("shuffle"), default=None, metavar="SEED",
                         help="write the samples in a seeded permutation (mixes classes "
                              "within shards, for order='shards'; None: SRC's order)")
@@ -110,6 +128,15 @@ def parser(description: str) -> argparse.ArgumentParser:
                              "<stem>.imu.csv), frame folders, or an images folder with its "
                              "COCO instances.json (hyperspectral scenes are refused: cubes "
                              "stay files)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="where shards are written: this machine, or a Ray cluster (one "
+                             'task per shard; pip install "dali-pipes[ray]")')
+    parser.add_argument("--ray-address", default=None, metavar="ADDR",
+                        help="the Ray cluster (--engine ray; None: RAY_ADDRESS, else a local "
+                             "Ray started and stopped by the tool)")
+    parser.add_argument("--storage-options", type=json_object, default=None, metavar="JSON",
+                        help="fsspec options for SRC and DST URLs, a JSON object (e.g. "
+                             '\'{"client_kwargs": {"endpoint_url": "http://..."}}\')')
     parser.add_argument("--overwrite", action="store_true", default=False,
                         help="delete what the pack tool wrote in DST and start over "
                              "(needed when DST was packed with other options or another SRC)")

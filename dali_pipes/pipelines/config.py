@@ -1,7 +1,9 @@
-"""Decode presets: TOML files beside the builders, chosen with `config=` in make_loader."""
+"""Decode presets: TOML files beside the builders, chosen with `config=` in make_loader.
+
+A preset's keys are flat (`hw_decoder_load = 0.9`); the GPU decoder's settings may also be
+written as a `[gpu_decode]` table, the group `PipelineConfig.gpu_decode` holds them in."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections.abc import Mapping
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dali_pipes.launch_env import local_world_size
+from dali_pipes.option_groups import build, expand, group, group_values, leaves
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -17,6 +20,19 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 PRESET_DIR = Path(__file__).with_name("presets")
+
+
+@dataclass(frozen=True)
+class GpuDecodeOptions:
+    """The GPU's JPEG decoders (nvJPEG and the hardware decoder); the CPU backend ignores
+    them. Each is documented in presets/default.toml."""
+
+    jpeg_fancy_upsampling: bool = False
+    hw_decoder_load: float = 0.65
+    device_memory_padding: int = 16 * 1024 * 1024
+    host_memory_padding: int = 8 * 1024 * 1024
+    preallocate_width_hint: int = 0
+    preallocate_height_hint: int = 0
 
 
 @dataclass(frozen=True)
@@ -45,12 +61,7 @@ class PipelineConfig:
     # resized in one native operator (dali_pipes/pipelines/jpeg_partial.py); needs
     # native_ops and libjpeg-turbo's headers, else DALI's decoder
     jpeg_partial_decode: bool = True
-    jpeg_fancy_upsampling: bool = False
-    hw_decoder_load: float = 0.65
-    device_memory_padding: int = 16 * 1024 * 1024
-    host_memory_padding: int = 8 * 1024 * 1024
-    preallocate_width_hint: int = 0
-    preallocate_height_hint: int = 0
+    gpu_decode: GpuDecodeOptions = group(GpuDecodeOptions)
 
     def threads(self) -> int:
         """num_threads, or (0) the default: this rank's share of its CPU cores plus one
@@ -131,31 +142,39 @@ def load_config(config: str | os.PathLike | Mapping[str, Any] | PipelineConfig |
     return _from_mapping(table, str(path))
 
 
+def config_values(config: PipelineConfig) -> dict[str, Any]:
+    """Every setting of `config` by its preset key (flat: `hw_decoder_load`, not
+    `gpu_decode.hw_decoder_load`), in the order of presets/default.toml."""
+    return group_values(PipelineConfig, config, where="config")
+
+
 def _from_mapping(table: dict[str, Any], where: str) -> PipelineConfig:
     table.pop("description", None)
-    fields = {f.name: f for f in dataclasses.fields(PipelineConfig)}
-    unknown = sorted(set(table) - set(fields))
+    table = expand(table, (PipelineConfig,), where=where)  # a [gpu_decode] table: flat keys
+    options = leaves(PipelineConfig)
+    unknown = sorted(set(table) - set(options))
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(fields)}")
+        raise ValueError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(options)}")
     values: dict[str, Any] = {}  # each value's type is checked against the field's below
     for key, value in table.items():
         if key == "py_num_workers":
             values[key] = _check_workers(value, where)
             continue
-        kind = type(getattr(PipelineConfig(), key))
+        kind = type(options[key].default)
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if type(value) is not kind:
             raise ValueError(f"{where}: {key} must be {kind.__name__}, got {value!r}")
         values[key] = value
-    cfg = PipelineConfig(**values)
+    cfg = build(PipelineConfig, values)
     if cfg.num_threads < 0 or cfg.prefetch_queue_depth < 1:
         raise ValueError(f"{where}: num_threads must be >= 0 and prefetch_queue_depth >= 1")
     if not 0 <= cfg.pipelines <= 8:
         raise ValueError(f"{where}: pipelines must be in [0, 8] (0: automatic), got "
                          f"{cfg.pipelines}")
-    if not 0.0 <= cfg.hw_decoder_load <= 1.0:
-        raise ValueError(f"{where}: hw_decoder_load must be in [0, 1], got {cfg.hw_decoder_load}")
+    load = cfg.gpu_decode.hw_decoder_load
+    if not 0.0 <= load <= 1.0:
+        raise ValueError(f"{where}: hw_decoder_load must be in [0, 1], got {load}")
     return cfg
 
 

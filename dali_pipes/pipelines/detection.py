@@ -1,7 +1,7 @@
 """The detection graph: window decode, resize, flip + normalize, canvas slice; targets
 passed through and padded to the batch's largest box count.
 
-Inputs (`dali_pipes.schema.DETECTION_INPUTS`, per sample, from `dali_pipes.boxes`):
+Inputs (`dali_pipes.schema.DETECTION_INPUTS`, per sample, from `dali_pipes.geometry.boxes`):
   "images"  uint8 (n_bytes,)   encoded files
   "anchor", "shape" int32 (2,) the decoded window (top, left), (height, width)
   "resized" float32 (2,)       the window's size after the resize (height, width)

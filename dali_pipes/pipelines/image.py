@@ -67,9 +67,10 @@ def graph_inputs_for(recipe: ImageRecipe | None) -> tuple[schema.Input, ...]:
     if recipe is None:
         return schema.IMAGE_INPUTS
     wanted = ((schema.SIZE_INPUT, recipe.schedule is not None),
-              (schema.IMAGE_VFLIP_INPUT, recipe.vflip > 0),
-              (schema.JITTER_INPUT, recipe.jitters), (schema.BLUR_INPUT, recipe.blur > 0))
-    policy = schema.POLICY_INPUTS if recipe.auto_augment else ()
+              (schema.IMAGE_VFLIP_INPUT, recipe.crop.vflip > 0),
+              (schema.JITTER_INPUT, recipe.photometric.jitters),
+              (schema.BLUR_INPUT, recipe.photometric.blur > 0))
+    policy = schema.POLICY_INPUTS if recipe.policy.active else ()
     return schema.IMAGE_INPUTS + tuple(spec for spec, used in wanted if used) + policy
 
 
@@ -93,10 +94,10 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
         jpegs, anchor, shape, mirror, *rest = external_inputs(declared)
         extra = dict(zip(schema.names(declared[4:]), rest, strict=False))
         out_size = extra.get("out_size", recipe.size)
-        if partial_decode_applies(device, config, recipe.interpolation, decode):
+        if partial_decode_applies(device, config, recipe.crop.interpolation, decode):
             finish = _fusable_finish(recipe, mirror, extra)
             images = decode_crop_resize(jpegs, anchor, shape, out_size, config=config,
-                                        interpolation=recipe.interpolation,
+                                        interpolation=recipe.crop.interpolation,
                                         max_dct_factor=max_dct_factor, finish=finish)
             if finish is not None:  # the decoder flipped and normalised the images
                 pipe.set_outputs(images)
@@ -105,17 +106,17 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
             images = _decode_window(jpegs, anchor, shape, device, config, decode,
                                     extra.get("alpha"))
             images = resize(images, out_size, device=device, config=config,
-                            interpolation=recipe.interpolation)
+                            interpolation=recipe.crop.interpolation)
         fused = None if config.native_ops else False  # the native operators where they load
         if "vflip" in extra:
             images = fn.flip(images, device=device, horizontal=0, vertical=extra["vflip"])
-        if recipe.auto_augment:  # flip first: the policy's geometry does not commute with it
+        if recipe.policy.auto_augment:  # flip first: the policy's geometry does not commute with it
             images = fn.flip(images, device=device, horizontal=mirror, vertical=0)
             mirror = 0
             images = apply_policy(images, extra["policy_matrix"], extra["policy_params"],
                                   device=device, recipe=recipe, slots=num_slots(recipe),
                                   fused=fused)
-        if recipe.photometric:
+        if recipe.photometric.active:
             images = photometric(images, extra.get("jitter"), extra.get("blur_sigma"),
                                  device=device, recipe=recipe, fused=fused)
         pipe.set_outputs(_normalize(images, mirror, device, recipe))
@@ -124,7 +125,7 @@ def build_image_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int, size
 
 def _finish(recipe: ImageRecipe, mirror) -> Finish:
     """The flip, layout and normalisation that end the graph, for `recipe`."""
-    layout = "HWC" if recipe.memory_format == "channels_last" else "CHW"
+    layout = "HWC" if recipe.output.memory_format == "channels_last" else "CHW"
     if not recipe.normalize:
         return Finish(mirror, layout)
     mean, std = recipe.pixel_mean_std()
@@ -135,16 +136,16 @@ def _fusable_finish(recipe: ImageRecipe, mirror, extra: dict) -> Finish | None:
     """The finish the JPEG crop decoder can apply itself: when nothing comes between the
     resize and the normalisation (no vertical flip, policy or photometric ops) and the
     output is uint8 or float32 (bfloat16 is converted from float32 in torch)."""
-    if "vflip" in extra or recipe.auto_augment or recipe.photometric:
+    if "vflip" in extra or recipe.policy.auto_augment or recipe.photometric.active:
         return None
-    if recipe.normalize and _DTYPE[recipe.dtype] != types.FLOAT:
+    if recipe.normalize and _DTYPE[recipe.output.dtype] != types.FLOAT:
         return None
     return _finish(recipe, mirror)
 
 
 def _normalize(images, mirror, device: str, recipe: ImageRecipe):
     """Horizontal flip, normalisation (none for uint8), dtype and layout in one operator."""
-    return _finish(recipe, mirror).apply(images, device, dtype=_DTYPE[recipe.dtype])
+    return _finish(recipe, mirror).apply(images, device, dtype=_DTYPE[recipe.output.dtype])
 
 
 def _decode_window(jpegs, anchor, shape, device: str, config: PipelineConfig,

@@ -25,20 +25,21 @@ def decode_window(jpegs, anchor, shape, device: str, config: PipelineConfig,
                   decode: ImageDecode | None = None, alpha=None):
     """Decoded crop windows, HWC uint8: RGB, or RGB + the fed alpha with `decode.alpha`."""
     decode = decode or ImageDecode()
+    gpu = config.gpu_decode
     common = dict(axis_names="HW", normalized_anchor=False, normalized_shape=False,
                   output_type=types.RGB, adjust_orientation=decode.orientation,
-                  jpeg_fancy_upsampling=config.jpeg_fancy_upsampling)
+                  jpeg_fancy_upsampling=gpu.jpeg_fancy_upsampling)
     if device == "cpu":
         images = fn.decoders.image_slice(jpegs, anchor, shape, device="cpu",
                                          use_fast_idct=config.use_fast_idct, **common)
     else:
         images = fn.decoders.image_slice(
-            jpegs, anchor, shape, device="mixed", hw_decoder_load=config.hw_decoder_load,
+            jpegs, anchor, shape, device="mixed", hw_decoder_load=gpu.hw_decoder_load,
             affine=affine_threads(),
-            device_memory_padding=config.device_memory_padding,
-            host_memory_padding=config.host_memory_padding,
-            preallocate_width_hint=config.preallocate_width_hint,
-            preallocate_height_hint=config.preallocate_height_hint, **common)
+            device_memory_padding=gpu.device_memory_padding,
+            host_memory_padding=gpu.host_memory_padding,
+            preallocate_width_hint=gpu.preallocate_width_hint,
+            preallocate_height_hint=gpu.preallocate_height_hint, **common)
     if not decode.alpha:
         return images
     if alpha is None:

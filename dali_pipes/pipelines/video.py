@@ -17,7 +17,7 @@ Inputs (`dali_pipes.schema.VIDEO_INPUTS`, fed through `external_source`, per bat
   "crop_end"        float32 (2,)        its end; DALI-decoded clips are resized from that
                                         window to `size` (the resize's region of interest,
                                         the plan's window of
-                                        `dali_pipes.clip_crops`); "decoded" clips come
+                                        `dali_pipes.geometry.clip_crops`); "decoded" clips come
                                         resized and cropped by the feed
 Outputs: "frames" float32 (T, 3, H, W) normalized with ImageNet mean/std (layout FCHW),
 "timestamps" float64 (T,).

@@ -65,15 +65,16 @@ def build_frames_pipeline(*, device: Literal["cpu", "gpu"], batch_size: int,
 
 
 def _decode(jpegs, device: str, knobs: PipelineConfig):
-    common = dict(output_type=types.RGB, jpeg_fancy_upsampling=knobs.jpeg_fancy_upsampling)
+    knob = knobs.gpu_decode
+    common = dict(output_type=types.RGB, jpeg_fancy_upsampling=knob.jpeg_fancy_upsampling)
     if device == "cpu":
         return fn.decoders.image(jpegs, device="cpu", **common)  # exact IDCT, see below
     return fn.decoders.image(
-        jpegs, device="mixed", hw_decoder_load=knobs.hw_decoder_load,
-        device_memory_padding=knobs.device_memory_padding,
-        host_memory_padding=knobs.host_memory_padding,
-        preallocate_width_hint=knobs.preallocate_width_hint,
-        preallocate_height_hint=knobs.preallocate_height_hint, affine=affine_threads(),
+        jpegs, device="mixed", hw_decoder_load=knob.hw_decoder_load,
+        device_memory_padding=knob.device_memory_padding,
+        host_memory_padding=knob.host_memory_padding,
+        preallocate_width_hint=knob.preallocate_width_hint,
+        preallocate_height_hint=knob.preallocate_height_hint, affine=affine_threads(),
         **common)
 
 

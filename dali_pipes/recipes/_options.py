@@ -1,18 +1,22 @@
 """Image training-recipe options, validated once, shared by both backends (numpy only).
 
 `image_recipe(**options)` turns the `make_loader("image", ...)` recipe options into a frozen
-`ImageRecipe`, raising ValueError naming the option, the value and the allowed range for
-anything out of range, so a bad option fails at make_loader time and not at the first batch.
+`ImageRecipe` (the output size, train, and one group per stage: `Crop`, `Output`,
+`Photometric`, `Policy`, `Erasing`, `Mixing`), raising ValueError naming the option, the value
+and the allowed range for anything out of range, so a bad option fails at make_loader time
+and not at the first batch.
 With every option at its default, `ImageRecipe.is_default_graph` holds and the DALI graph is
 exactly today's (no operator is added unless an option asks for it).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
 
+from dali_pipes.option_groups import expand, group, leaves
+from dali_pipes.recipes._groups import Crop, Erasing, Mixing, Output, Photometric, Policy
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 
 INTERPOLATIONS = ("bilinear", "bicubic", "lanczos", "nearest")
@@ -24,86 +28,52 @@ CHANNELS = 3  # decoded images are RGB
 
 @dataclass(frozen=True)
 class ImageRecipe:
-    """Every recipe option after validation (see docs/recipes.md)."""
+    """Every recipe option after validation (see docs/recipes.md): the output `size` and
+    `train`, and one group per stage (`dali_pipes.recipes._groups`)."""
 
     size: tuple[int, int] = (224, 224)  # (H, W) at epoch 0
     # None, ((first_epoch, (H, W)), ...) sorted, or a function epoch -> size (derived from
     # the `size` option, not an option of its own)
     schedule: Any = field(default=None, metadata={"option": False})
     train: bool = True
-    scale: tuple[float, float] = (0.08, 1.0)
-    ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    interpolation: str = "bilinear"
-    crop_pct: float = 0.875
-    mean: tuple[float, ...] = IMAGENET_MEAN
-    std: tuple[float, ...] = IMAGENET_STD
-    hflip: float = 0.5
-    vflip: float = 0.0
-    dtype: str = "float32"
-    memory_format: str = "contiguous"
-    mixup: float = 0.0
-    cutmix: float = 0.0
-    mix_prob: float = 1.0
-    switch_prob: float = 0.5
-    mix_mode: str = "batch"
-    label_smoothing: float = 0.0
-    num_classes: int | None = None
-    erasing: float = 0.0
-    erasing_scale: tuple[float, float] = (0.02, 1 / 3)
-    erasing_ratio: tuple[float, float] = (0.3, 3.3)
-    erasing_value: float | str = 0.0  # a constant (normalized units) or "random"
-    color_jitter: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
-    grayscale: float = 0.0
-    blur: float = 0.0
-    blur_sigma: tuple[float, float] = (0.1, 2.0)
-    blur_kernel: int = 9
-    auto_augment: str | None = None  # None | "trivialaugment" | "randaugment" | "autoaugment"
-    num_ops: int = 2
-    magnitude: float = 9
-    magnitude_std: float = 0.0
+    crop: Crop = group(Crop)
+    output: Output = group(Output)
+    photometric: Photometric = group(Photometric)
+    policy: Policy = group(Policy)
+    erasing: Erasing = group(Erasing)
+    mixing: Mixing = group(Mixing)
 
     @property
     def normalize(self) -> bool:
         """Whether pixels are normalised (not for dtype uint8)."""
-        return self.dtype != "uint8"
-
-    @property
-    def mixing(self) -> bool:
-        """Whether batches carry a soft "target" (mixup, cutmix or label smoothing)."""
-        return self.mixup > 0 or self.cutmix > 0 or self.label_smoothing > 0
-
-    @property
-    def jitters(self) -> bool:
-        """Whether the graph adds colour jitter or grayscale (input "jitter")."""
-        return any(self.color_jitter) or self.grayscale > 0
-
-    @property
-    def photometric(self) -> bool:
-        """Whether the graph adds colour jitter, grayscale or blur."""
-        return any(self.color_jitter) or self.grayscale > 0 or self.blur > 0
+        return self.output.normalize
 
     @property
     def is_default_graph(self) -> bool:
         """True when the DALI graph is the default one (bilinear, ImageNet normalisation,
         float32 CHW, no vertical flip): no option changes what the graph computes."""
-        return (self.interpolation == "bilinear" and self.mean == IMAGENET_MEAN
-                and self.std == IMAGENET_STD and self.dtype == "float32"
-                and self.memory_format == "contiguous" and self.vflip == 0
-                and not self.photometric and self.auto_augment is None
+        out = self.output
+        return (self.crop.interpolation == "bilinear" and out.mean == IMAGENET_MEAN
+                and out.std == IMAGENET_STD and out.dtype == "float32"
+                and out.memory_format == "contiguous" and self.crop.vflip == 0
+                and not self.photometric.active and not self.policy.active
                 and self.schedule is None)
 
     def pixel_mean_std(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """(mean, std) with one value per RGB channel on the 0..255 scale."""
-        mean = self.mean * CHANNELS if len(self.mean) == 1 else self.mean
-        std = self.std * CHANNELS if len(self.std) == 1 else self.std
+        mean, std = self.output.mean, self.output.std
+        mean = mean * CHANNELS if len(mean) == 1 else mean
+        std = std * CHANNELS if len(std) == 1 else std
         return tuple(m * 255 for m in mean), tuple(s * 255 for s in std)
 
 
-# make_loader option names ("schedule" comes from `size`) and their defaults: the fields of
-# ImageRecipe are the one place a recipe default is written.
-RECIPE_DEFAULTS = {f.name: f.default for f in fields(ImageRecipe)
-                   if f.metadata.get("option", True)}
+# make_loader option names (flat keywords; "schedule" comes from `size`) and their
+# defaults: the fields of ImageRecipe and its groups are the one place a default is written.
+RECIPE_DEFAULTS = {name: leaf.default for name, leaf in leaves(ImageRecipe).items()}
 RECIPE_OPTIONS = frozenset(RECIPE_DEFAULTS)
+POLICY_OPTIONS = tuple(leaves(Policy))
+PHOTOMETRIC_OPTIONS = tuple(leaves(Photometric))
+BATCH_OPTIONS = (*leaves(Erasing), *leaves(Mixing))
 
 
 def _fail(name: str, value, allowed: str):
@@ -197,55 +167,61 @@ def image_recipe(**given: Any) -> ImageRecipe:
     recipe options, whether they come as keywords, from a recipe TOML or a preset.
 
     Args:
-        **given: any of RECIPE_OPTIONS (docs/recipes.md); the rest keep ImageRecipe's
-            defaults.
+        **given: any of RECIPE_OPTIONS (docs/recipes.md), or a group keyword (`crop`,
+            `output`, `photometric`, `policy`, `erasing`, `mixing`) with the group or a
+            dict of its fields; the rest keep ImageRecipe's defaults.
 
     Returns:
-        The frozen recipe; ValueError naming option, value and allowed range otherwise.
+        The frozen recipe; ValueError naming option, value and allowed range otherwise,
+        or a flat option and its group that disagree.
     """
+    given = expand(given, (ImageRecipe,), where="image recipe")
     unknown = sorted(set(given) - RECIPE_OPTIONS)
     if unknown:
         raise ValueError(f"unknown image recipe option(s) {', '.join(unknown)}")
     o = {**RECIPE_DEFAULTS, **given}
     first_size, schedule = _size_schedule(o["size"])
-    return ImageRecipe(
-        size=first_size, schedule=schedule, train=bool(o["train"]),
-        scale=_pair("scale", o["scale"], 0.0, 1.0, lo_open=True),
-        ratio=_pair("ratio", o["ratio"], 0.0, math.inf, lo_open=True),
-        interpolation=_choice("interpolation", o["interpolation"], INTERPOLATIONS),
-        crop_pct=_number("crop_pct", o["crop_pct"], 0.0, 1.0, lo_open=True),
-        mean=_channels("mean", o["mean"], False), std=_channels("std", o["std"], True),
-        hflip=_number("hflip", o["hflip"], 0.0, 1.0),
-        vflip=_number("vflip", o["vflip"], 0.0, 1.0),
-        dtype=_choice("dtype", o["dtype"], DTYPES),
-        memory_format=_choice("memory_format", o["memory_format"], MEMORY_FORMATS),
-        **_photometric(**{k: o[k] for k in PHOTOMETRIC_OPTIONS}),
-        **_policy(**{k: o[k] for k in POLICY_OPTIONS}),
-        **_batch_options(o["dtype"], **{k: o[k] for k in BATCH_OPTIONS}))
+    return ImageRecipe(size=first_size, schedule=schedule, train=bool(o["train"]),
+                       crop=_crop(o), output=_output(o), photometric=_photometric(o),
+                       policy=_policy(o), erasing=_erasing(o), mixing=_mixing(o))
 
 
-POLICY_OPTIONS = ("auto_augment", "num_ops", "magnitude", "magnitude_std")
+def _crop(o: dict[str, Any]) -> Crop:
+    """The crop window's ranges, the resize kernel, the eval crop fraction, the flips."""
+    return Crop(scale=_pair("scale", o["scale"], 0.0, 1.0, lo_open=True),
+                ratio=_pair("ratio", o["ratio"], 0.0, math.inf, lo_open=True),
+                interpolation=_choice("interpolation", o["interpolation"], INTERPOLATIONS),
+                crop_pct=_number("crop_pct", o["crop_pct"], 0.0, 1.0, lo_open=True),
+                hflip=_number("hflip", o["hflip"], 0.0, 1.0),
+                vflip=_number("vflip", o["vflip"], 0.0, 1.0))
 
 
-def _policy(*, auto_augment, num_ops, magnitude, magnitude_std) -> dict:
+def _output(o: dict[str, Any]) -> Output:
+    """Normalisation (1 or 3 values each), dtype and memory format."""
+    return Output(mean=_channels("mean", o["mean"], False),
+                  std=_channels("std", o["std"], True),
+                  dtype=_choice("dtype", o["dtype"], DTYPES),
+                  memory_format=_choice("memory_format", o["memory_format"], MEMORY_FORMATS))
+
+
+def _policy(o: dict[str, Any]) -> Policy:
     """The augmentation policy, RandAugment's num_ops (1..8) and magnitude (0..30)."""
     from dali_pipes.recipes.policies import MAX_MAGNITUDE, POLICIES
+    auto_augment, num_ops = o["auto_augment"], o["num_ops"]
     if auto_augment is not None:
         _choice("auto_augment", auto_augment, POLICIES)
     if not isinstance(num_ops, int) or isinstance(num_ops, bool) or not 1 <= num_ops <= 8:
         _fail("num_ops", num_ops, "an int in [1, 8]")
-    return dict(auto_augment=auto_augment, num_ops=num_ops,
-                magnitude=_number("magnitude", magnitude, 0.0, MAX_MAGNITUDE),
-                magnitude_std=_number("magnitude_std", magnitude_std, 0.0, math.inf,
-                                      hi_open=True))
+    return Policy(auto_augment=auto_augment, num_ops=num_ops,
+                  magnitude=_number("magnitude", o["magnitude"], 0.0, MAX_MAGNITUDE),
+                  magnitude_std=_number("magnitude_std", o["magnitude_std"], 0.0, math.inf,
+                                        hi_open=True))
 
 
-PHOTOMETRIC_OPTIONS = ("color_jitter", "grayscale", "blur", "blur_sigma", "blur_kernel")
-
-
-def _photometric(*, color_jitter, grayscale, blur, blur_sigma, blur_kernel) -> dict:
+def _photometric(o: dict[str, Any]) -> Photometric:
     """Colour jitter (a float: brightness, contrast, saturation; or a 3- or 4-tuple adding
     hue), grayscale and blur probabilities, blur sigma range and kernel size."""
+    color_jitter, blur_kernel = o["color_jitter"], o["blur_kernel"]
     cj = color_jitter if isinstance(color_jitter, (tuple, list)) else (color_jitter,) * 3
     if len(cj) not in (3, 4):
         _fail("color_jitter", color_jitter, "a number or (brightness, contrast, saturation"
@@ -255,47 +231,43 @@ def _photometric(*, color_jitter, grayscale, blur, blur_sigma, blur_kernel) -> d
         _fail("color_jitter", color_jitter, "hue in [0, 0.5] (turns)")
     if not isinstance(blur_kernel, int) or blur_kernel < 1 or blur_kernel % 2 == 0:
         _fail("blur_kernel", blur_kernel, "a positive odd int")
-    return dict(color_jitter=cj + (0.0,) * (4 - len(cj)),
-                grayscale=_number("grayscale", grayscale, 0.0, 1.0),
-                blur=_number("blur", blur, 0.0, 1.0),
-                blur_sigma=_pair("blur_sigma", blur_sigma, 0.0, math.inf, lo_open=True),
-                blur_kernel=blur_kernel)
+    return Photometric(color_jitter=cj + (0.0,) * (4 - len(cj)),
+                       grayscale=_number("grayscale", o["grayscale"], 0.0, 1.0),
+                       blur=_number("blur", o["blur"], 0.0, 1.0),
+                       blur_sigma=_pair("blur_sigma", o["blur_sigma"], 0.0, math.inf,
+                                        lo_open=True),
+                       blur_kernel=blur_kernel)
 
 
-BATCH_OPTIONS = ("erasing", "erasing_scale", "erasing_ratio", "erasing_value", "mixup",
-                 "cutmix", "mix_prob", "switch_prob", "mix_mode", "label_smoothing",
-                 "num_classes")
-
-
-def _batch_options(dtype, *, erasing, erasing_scale, erasing_ratio, erasing_value,
-                   **mixing) -> dict:
-    """The options applied to whole batches: random erasing and mixing."""
-    p = _number("erasing", erasing, 0.0, 1.0)
-    if p > 0 and dtype == "uint8":
-        _fail("erasing", erasing, "0 with dtype='uint8' (erasing follows normalisation)")
-    if erasing_value != "random":
-        _number("erasing_value", erasing_value, -math.inf, math.inf, lo_open=True,
-                hi_open=True)
-    return dict(erasing=p,
-                erasing_scale=_pair("erasing_scale", erasing_scale, 0.0, 1.0, lo_open=True),
-                erasing_ratio=_pair("erasing_ratio", erasing_ratio, 0.0, math.inf,
+def _erasing(o: dict[str, Any]) -> Erasing:
+    """Random erasing (applied to whole batches, after normalisation)."""
+    p = _number("erasing", o["erasing"], 0.0, 1.0)
+    if p > 0 and o["dtype"] == "uint8":
+        _fail("erasing", o["erasing"], "0 with dtype='uint8' (erasing follows normalisation)")
+    value = o["erasing_value"]
+    if value != "random":
+        _number("erasing_value", value, -math.inf, math.inf, lo_open=True, hi_open=True)
+    return Erasing(p=p, scale=_pair("erasing_scale", o["erasing_scale"], 0.0, 1.0,
                                     lo_open=True),
-                erasing_value=erasing_value, **_mixing(**mixing))
+                   ratio=_pair("erasing_ratio", o["erasing_ratio"], 0.0, math.inf,
+                               lo_open=True),
+                   value=value)
 
 
-def _mixing(*, mixup, cutmix, mix_prob, switch_prob, mix_mode, label_smoothing,
-            num_classes) -> dict:
+def _mixing(o: dict[str, Any]) -> Mixing:
+    """Batch mixing and soft targets."""
+    num_classes = o["num_classes"]
     if num_classes is not None and (not isinstance(num_classes, int)
                                     or isinstance(num_classes, bool) or num_classes < 1):
         _fail("num_classes", num_classes, "None or a positive int")
-    return dict(mixup=_number("mixup", mixup, 0.0, math.inf, hi_open=True),
-                cutmix=_number("cutmix", cutmix, 0.0, math.inf, hi_open=True),
-                mix_prob=_number("mix_prob", mix_prob, 0.0, 1.0),
-                switch_prob=_number("switch_prob", switch_prob, 0.0, 1.0),
-                mix_mode=_choice("mix_mode", mix_mode, MIX_MODES),
-                label_smoothing=_number("label_smoothing", label_smoothing, 0.0, 1.0,
-                                        hi_open=True),
-                num_classes=num_classes)
+    return Mixing(mixup=_number("mixup", o["mixup"], 0.0, math.inf, hi_open=True),
+                  cutmix=_number("cutmix", o["cutmix"], 0.0, math.inf, hi_open=True),
+                  mix_prob=_number("mix_prob", o["mix_prob"], 0.0, 1.0),
+                  switch_prob=_number("switch_prob", o["switch_prob"], 0.0, 1.0),
+                  mix_mode=_choice("mix_mode", o["mix_mode"], MIX_MODES),
+                  label_smoothing=_number("label_smoothing", o["label_smoothing"], 0.0, 1.0,
+                                          hi_open=True),
+                  num_classes=num_classes)
 
 
 def check_num_classes(recipe: ImageRecipe, labels) -> int:
@@ -309,9 +281,9 @@ def check_num_classes(recipe: ImageRecipe, labels) -> int:
         The number of classes; ValueError when num_classes is smaller than a label.
     """
     top = int(labels.max()) + 1 if len(labels) else 1
-    if recipe.num_classes is None:
+    num_classes = recipe.mixing.num_classes
+    if num_classes is None:
         return top
-    if recipe.num_classes < top:
-        _fail("num_classes", recipe.num_classes, f"at least {top} (the data set has label "
-                                                 f"{top - 1})")
-    return recipe.num_classes
+    if num_classes < top:
+        _fail("num_classes", num_classes, f"at least {top} (the data set has label {top - 1})")
+    return num_classes

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from dali_pipes.recipes.augment import uniforms
+from dali_pipes.geometry.draws import uniforms
 
 STREAM_ERASE = 7
 ATTEMPTS = 10

@@ -1,10 +1,11 @@
 """Recipe presets: named TOML files in dali_pipes/recipes/presets/, or a user's own TOML.
 
 A recipe file holds image options (docs/recipes.md, every key commented in the
-shipped presets), an optional `description`, and an optional `[eval]` table of keys used
-instead when `train=False`. Training-only keys (augmentation, erasing, mixing) do not apply
-to an evaluation loader. Unknown keys raise ValueError listing the known ones; values are
-validated like make_loader's options, naming the file.
+shipped presets) as flat keys (`mixup = 0.2`) or as tables named after their group
+(`[mixing]` with `mixup = 0.2`), an optional `description`, and an optional `[eval]` table
+of keys used instead when `train=False`. Training-only keys (augmentation, erasing, mixing)
+do not apply to an evaluation loader. Unknown keys raise ValueError listing the known ones;
+values are validated like make_loader's options, naming the file.
 """
 from __future__ import annotations
 
@@ -18,14 +19,21 @@ if sys.version_info >= (3, 11):
 else:  # Python < 3.11
     import tomli as tomllib
 
-from dali_pipes.recipes import RECIPE_OPTIONS, image_recipe
+from dali_pipes.option_groups import expand, leaves
+from dali_pipes.recipes import (
+    RECIPE_OPTIONS,
+    Erasing,
+    ImageRecipe,
+    Mixing,
+    Photometric,
+    Policy,
+    image_recipe,
+)
 
 RECIPE_DIR = Path(__file__).parent / "presets"
-TRAIN_ONLY = frozenset({
-    "scale", "ratio", "hflip", "vflip", "color_jitter", "grayscale", "blur", "blur_sigma",
-    "blur_kernel", "auto_augment", "num_ops", "magnitude", "magnitude_std", "erasing",
-    "erasing_scale", "erasing_ratio", "erasing_value", "mixup", "cutmix", "mix_prob",
-    "switch_prob", "mix_mode", "label_smoothing", "num_classes"})
+# the training augmentation: the crop window's draw and flips, and every later stage
+TRAIN_ONLY = frozenset({"scale", "ratio", "hflip", "vflip"}.union(
+    *(leaves(group) for group in (Photometric, Policy, Erasing, Mixing))))
 KNOWN_KEYS = frozenset(RECIPE_OPTIONS - {"train"})
 
 
@@ -47,11 +55,15 @@ def _path(recipe: str | os.PathLike) -> Path:
     return path
 
 
-def _check_keys(table: dict, where: str) -> None:
+def _flat_keys(table: dict, where: str) -> dict:
+    """The table with group tables (`[mixing]`) as flat keys; ValueError for unknown keys
+    or a flat key that disagrees with its group table."""
+    table = expand(table, (ImageRecipe,), where=where)
     unknown = sorted(set(table) - KNOWN_KEYS)
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; known keys: "
                          f"{', '.join(sorted(KNOWN_KEYS))}")
+    return table
 
 
 def _value(key: str, value, where) -> Any:
@@ -84,9 +96,8 @@ def load_recipe(recipe: str | os.PathLike, *, train: bool) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML: {exc}") from exc
     table.pop("description", None)
-    evals = table.pop("eval", {})
-    _check_keys(table, str(path))
-    _check_keys(evals, f"{path} [eval]")
+    evals = _flat_keys(table.pop("eval", {}), f"{path} [eval]")
+    table = _flat_keys(table, str(path))
     if not train:
         table = {k: v for k, v in table.items() if k not in TRAIN_ONLY} | evals
     options = {k: _value(k, v, path) for k, v in table.items()}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dali_pipes.recipes.augment import STREAM_MIX
+from dali_pipes.geometry.draws import STREAM_MIX
 
 _MASK = 0xFFFFFFFFFFFFFFFF
 
@@ -52,14 +52,14 @@ def mix_params(seed: int, epoch: int, position: int, n: int, height: int, width:
         `MixParams`; all-ones lambdas when the recipe mixes nothing.
     """
     rng = mix_rng(seed, epoch, position)
-    rows = n if recipe.mix_mode == "elem" else 1
-    use_cut = rng.random(rows) < recipe.switch_prob
-    if recipe.cutmix <= 0:
+    rows = n if recipe.mixing.mix_mode == "elem" else 1
+    use_cut = rng.random(rows) < recipe.mixing.switch_prob
+    if recipe.mixing.cutmix <= 0:
         use_cut[:] = False
-    elif recipe.mixup <= 0:
+    elif recipe.mixing.mixup <= 0:
         use_cut[:] = True
-    alpha = np.where(use_cut, recipe.cutmix, recipe.mixup)
-    active = (rng.random(rows) < recipe.mix_prob) & (alpha > 0)
+    alpha = np.where(use_cut, recipe.mixing.cutmix, recipe.mixing.mixup)
+    active = (rng.random(rows) < recipe.mixing.mix_prob) & (alpha > 0)
     safe = np.where(alpha > 0, alpha, 1.0)
     lam = np.where(active, rng.beta(safe, safe), 1.0)
     centres = rng.random((rows, 2))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dali_pipes.recipes.augment import uniforms
+from dali_pipes.geometry.draws import uniforms
 
 STREAM_PHOTO = 8
 NO_BLUR_SIGMA = 1e-6  # a gaussian this narrow is the identity on any window
@@ -45,12 +45,12 @@ def photometric_params(seed: int, epoch: int, keys: np.ndarray, recipe
         float32 (B,) blur sigmas, NO_BLUR_SIGMA where a sample is not blurred).
     """
     u = uniforms(seed, epoch, keys, STREAM_PHOTO, 7)
-    b, c, s, h = recipe.color_jitter
+    b, c, s, h = recipe.photometric.color_jitter
     factors = [np.maximum(0.0, 1 - x) + u[:, i] * (1 + x - np.maximum(0.0, 1 - x))
                for i, x in enumerate((b, c, s))]
     hue = -h + u[:, 3] * 2 * h
-    gray = (u[:, 4] < recipe.grayscale).astype(np.float64)
-    lo, hi = recipe.blur_sigma
-    sigma = np.where(u[:, 5] < recipe.blur, lo + u[:, 6] * (hi - lo), NO_BLUR_SIGMA)
+    gray = (u[:, 4] < recipe.photometric.grayscale).astype(np.float64)
+    lo, hi = recipe.photometric.blur_sigma
+    sigma = np.where(u[:, 5] < recipe.photometric.blur, lo + u[:, 6] * (hi - lo), NO_BLUR_SIGMA)
     return (np.stack([*factors, hue, gray], axis=1).astype(np.float32),
             sigma.astype(np.float32))

@@ -38,7 +38,7 @@ _ADJUST_BITS = {"brightness": 1, "contrast": 2, "saturation": 4, "hue": 8, "gray
 
 def adjust_mask(recipe) -> int:
     """DpPhotometric's "adjust" bit mask: the adjustments `recipe` enables."""
-    on = [bool(x) for x in recipe.color_jitter] + [recipe.grayscale > 0]
+    on = [bool(x) for x in recipe.photometric.color_jitter] + [recipe.photometric.grayscale > 0]
     return sum(bit for bit, used in zip(_ADJUST_BITS.values(), on, strict=True) if used)
 
 
@@ -70,15 +70,15 @@ def photometric(images, jitter, sigma, *, device: str, recipe, fused: bool | Non
         images = fn.dp_photometric(images, jitter, adjust=mask)  # type: ignore[attr-defined]
     elif mask:
         images = _composed(images, jitter, device, recipe)
-    if recipe.blur > 0:
-        images = fn.gaussian_blur(images, device=device, window_size=recipe.blur_kernel,
+    if recipe.photometric.blur > 0:
+        images = fn.gaussian_blur(images, device=device, window_size=recipe.photometric.blur_kernel,
                                   sigma=sigma)
     return images
 
 
 def _composed(images, jitter, device: str, recipe):
     """Colour jitter and grayscale with DALI's own operators (float, rounded once)."""
-    b, c, s, h = recipe.color_jitter
+    b, c, s, h = recipe.photometric.color_jitter
     param = (lambda i: jitter[i].gpu()) if device == "gpu" else (lambda i: jitter[i])
     x = fn.cast(images, dtype=types.FLOAT, device=device)
     if b:
@@ -89,6 +89,6 @@ def _composed(images, jitter, device: str, recipe):
         x = _blend(x, _gray(x), param(2))
     if h:
         x = fn.hsv(x, device=device, hue=jitter[3] * 360.0, dtype=types.FLOAT)
-    if recipe.grayscale > 0:
+    if recipe.photometric.grayscale > 0:
         x = _blend(x, _gray(x), 1.0 - param(4))
     return fn.cast(x, dtype=types.UINT8, device=device)

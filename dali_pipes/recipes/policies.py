@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from dali_pipes.recipes.augment import uniforms
+from dali_pipes.geometry.draws import uniforms
 
 STREAM_POLICY = 9
 OPS = ("Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
@@ -53,8 +53,8 @@ IMAGENET_POLICY = (
 
 def num_slots(recipe) -> int:
     """Operations per sample: num_ops (randaugment), 1 (trivialaugment), 2 (autoaugment)."""
-    return {"trivialaugment": 1, "randaugment": recipe.num_ops, "autoaugment": 2}.get(
-        recipe.auto_augment, 0)
+    return {"trivialaugment": 1, "randaugment": recipe.policy.num_ops, "autoaugment": 2}.get(
+        recipe.policy.auto_augment, 0)
 
 
 def _magnitude(names: np.ndarray, bins: np.ndarray, num_bins: int, space: dict,
@@ -84,14 +84,14 @@ def policy_ops(seed: int, epoch: int, keys: np.ndarray, recipe, height: int, wid
     """
     slots = num_slots(recipe)
     u = uniforms(seed, epoch, keys, STREAM_POLICY, 4 * slots).reshape(-1, slots, 4)
-    if recipe.auto_augment == "autoaugment":
+    if recipe.policy.auto_augment == "autoaugment":
         ops, bins = _autoaugment(u)
         num_bins, space, low = 10, _RAND, 4
-    elif recipe.auto_augment == "randaugment":
+    elif recipe.policy.auto_augment == "randaugment":
         ops = np.floor(u[..., 0] * 14).astype(np.int64)  # Identity .. Equalize
-        noise = recipe.magnitude_std * np.sqrt(-2 * np.log(1 - u[..., 2])) * np.cos(
-            2 * np.pi * u[..., 3]) if recipe.magnitude_std > 0 else 0.0
-        bins = np.clip(np.round(recipe.magnitude + noise), 0, MAX_MAGNITUDE)
+        noise = recipe.policy.magnitude_std * np.sqrt(-2 * np.log(1 - u[..., 2])) * np.cos(
+            2 * np.pi * u[..., 3]) if recipe.policy.magnitude_std > 0 else 0.0
+        bins = np.clip(np.round(recipe.policy.magnitude + noise), 0, MAX_MAGNITUDE)
         num_bins, space, low = MAX_MAGNITUDE + 1, _RAND, 4
     else:
         ops = np.floor(u[..., 0] * 14).astype(np.int64)

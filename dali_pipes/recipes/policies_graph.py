@@ -194,7 +194,7 @@ def apply_policy(images, matrices, params, *, device: str, recipe, slots: int,
         # a plugin operator: fn gains it when the library loads, the stub cannot list it
         return fn.dp_policy(images, matrices, params)  # type: ignore[attr-defined]
     drawn = {n for n in OP if n != "Identity"
-             and (n != "Invert" or recipe.auto_augment == "autoaugment")}
+             and (n != "Invert" or recipe.policy.auto_augment == "autoaugment")}
     groups = [g for g in _GROUPS if drawn & set(g[0])]
     # one 3x3 kernel per sample (a constant, on the CPU: fn.filter takes it there)
     kernel = types.Constant(_SHARPEN, device="cpu")

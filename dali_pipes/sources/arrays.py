@@ -27,15 +27,15 @@ import numpy as np
 from dali_pipes import schema
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.npy import HEAD_BYTES, NpyHeader, check_like, header_length, parse_header
-from dali_pipes.recipes.augment import uniforms
+from dali_pipes.geometry.draws import uniforms
 from dali_pipes.sources.folders import PathLike, list_class_folders, listing_digest, names_in
-from dali_pipes.sources.protocol import Source
+from dali_pipes.sources.protocol import WindowRead, WindowSource
 from dali_pipes.sources.remote_folders import list_remote_class_folders
 from dali_pipes.stores import Store
 from dali_pipes.stores.select import open_store, store_paths
 
 EXTENSIONS = frozenset({".npy"})
-STREAM_WINDOW = 13  # the random window start (independent of dali_pipes.recipes.augment's)
+STREAM_WINDOW = 13  # the random window start (independent of dali_pipes.geometry.draws's)
 
 # The batch: the windows, padded at the end to `length` rows, with the "length" / "mask"
 # fields of variable-length clips (dali_pipes.schema.LENGTHS) saying which rows are real.
@@ -92,7 +92,7 @@ def _url_files(urls: list[str], store: Store):
             tuple(classes), stats[:, 0], stats[:, 1])
 
 
-class ArraysSource(Source):
+class ArraysSource(WindowSource):
     """Windows of `length` rows of the `.npy` series under `data` (one or more roots).
 
     Attributes: `classes`, `files`, `labels`, `source_ids`, `rows` (T per file; 0 for a bad
@@ -178,11 +178,16 @@ class ArraysSource(Source):
         """int64 real rows of each sample's window: min(T, length)."""
         return np.minimum(self.rows[np.asarray(indices, np.int64)], self.length)
 
-    def read_window(self, index: int, start: int) -> np.ndarray:
-        """Rows `start .. start + valid_rows` of sample `index`, (n, C) in `self.dtype`; the
-        file's check error for a bad file, EOFError naming it when it was cut since."""
+    def read(self, index: int, request: WindowRead | None = None) -> np.ndarray:
+        """Rows `start .. start + valid_rows` of sample `index`, (n, C) in `self.dtype`
+        (`request.start`; None: the centred window); the file's check error for a bad
+        file, EOFError naming it when it was cut since."""
         if index in self.bad:
             raise self.bad[index]
+        start = request.start if request is not None else None
+        if start is None:
+            start = int(window_starts(0, 0, np.array([index]), self.rows[[index]],
+                                      self.length, train=False)[0])
         n = int(min(self.rows[index] - start, self.length))
         row = self.channels * self.dtype.itemsize
         data = self._read(index, int(self.offsets[index]) + int(start) * row, n * row)

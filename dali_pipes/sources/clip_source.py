@@ -6,15 +6,16 @@ per video and a view is a clip).
 
 Subclasses list `files` (one per video), set `labels`/`source_ids` per video through
 `_set_listing`, and say how many frames a video has (`frame_count`). Clip starts come from
-`dali_pipes.clips` (pure functions of seed, epoch, video index and clip number) with its
+`dali_pipes.geometry.clips` (pure functions of seed, epoch, video index and clip number) with its
 "repeat_last" padding rule, so every clip source gives the same index the same clip;
 `clip_frames(..., variable=True)` keeps only the frames the video has (loaders' pad="variable").
+A read (`protocol.ClipRead`) names its frames; without them it reads the evaluation clip.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from dali_pipes.clips import clip_frame_indices, clip_lengths, clip_span, clip_starts
+from dali_pipes.geometry.clips import clip_frame_indices, clip_lengths, clip_span, clip_starts
 from dali_pipes.sources.names import PathTable
 from dali_pipes.sources.protocol import Source
 
@@ -62,6 +63,12 @@ class ClipSource(Source):
 
     def frame_count(self, index: int) -> int:
         raise NotImplementedError
+
+    def _requested(self, index: int, frames: np.ndarray | None) -> np.ndarray:
+        """A read's frames as (T,) int64: `frames`, or (None) the sample's evaluation clip."""
+        if frames is None:
+            return self.clip_frames(0, 0, index, train=False)
+        return np.asarray(frames, np.int64).reshape(-1)
 
     def clip_indices(self, seed: int, epoch: int, indices, *, train: bool) -> np.ndarray:
         """(B, clip_length) int64 frame indices of the samples' clips ("repeat_last")."""

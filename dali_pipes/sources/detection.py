@@ -33,16 +33,13 @@ import numpy as np
 from dali_pipes.formats.coco import CocoDataset, empty_polygons, open_coco, parse_coco
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.files import read_file_bytes
-from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.folders import listing_digest, names_in
-from dali_pipes.sources.image import check_max_pixels
-from dali_pipes.sources.protocol import Source
+from dali_pipes.sources.image import ImageReads, check_max_pixels
+from dali_pipes.sources.options import DEFAULT_ANNOTATIONS
 from dali_pipes.stores import Store
 from dali_pipes.stores.remote import is_url
 from dali_pipes.stores.select import can_list, local_files, open_store
-
-DEFAULT_ANNOTATIONS = "instances.json"  # the detection loader's default `annotations`
 
 
 def annotation_path(images_dir: str | os.PathLike, annotations: str | os.PathLike,
@@ -66,7 +63,7 @@ def _local_coco(images_dir, annotations, single: bool) -> CocoDataset:
     return open_coco(path)
 
 
-class AnnotatedImages(Source):
+class AnnotatedImages(ImageReads):
     """What every detection source shares: `files` (one image each) and the flattened
     annotation rows of image i at `rows(i)` (`offsets` has len(files) + 1 entries)."""
 
@@ -75,6 +72,8 @@ class AnnotatedImages(Source):
     box_labels: np.ndarray
     segmentations: tuple
     classes: tuple[str, ...]
+    heights: np.ndarray  # int64, the annotations' size of each image
+    widths: np.ndarray
 
     def __len__(self) -> int:
         return len(self.files)
@@ -89,6 +88,14 @@ class AnnotatedImages(Source):
     def annotation_file(self, index: int) -> str:
         """The annotation file (or shard member) sample `index` comes from."""
         raise NotImplementedError
+
+    def _check_size(self, index: int, size: tuple[int, int]) -> None:
+        """FormatError naming the file unless the image is the annotations' height and
+        width."""
+        want = (int(self.heights[index]), int(self.widths[index]))
+        if tuple(size) != want:
+            raise FormatError(self.files[index], "image size", "differs from the "
+                              "annotations' height and width", value=size, expected=want)
 
     def empty_segmentations(self) -> dict[str, int]:
         """Annotation file -> how many of its (kept) annotations have an empty
@@ -239,19 +246,10 @@ class DetectionSource(AnnotatedImages):
         return listing_digest(self.files, self.roots, self.source_ids, self.sizes,
                               self.mtimes_ns, extra=extra)
 
-    def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
-        """(bytes, (height, width)) of a sound image whose header size is the file's
-        "height" / "width" (FormatError naming the file and field otherwise)."""
-        path = self.files[index]
-        size = int(self.sizes[index])
-        raw = read_file_bytes(path) if self.store is None else \
+    def _bytes(self, index: int) -> np.ndarray:
+        path, size = self.files[index], int(self.sizes[index])
+        return read_file_bytes(path) if self.store is None else \
             self.store.read_range(path, 0, size, (size, int(self.mtimes_ns[index])))
-        data, (h, w) = prepare_image(raw, path, max_pixels=self.max_pixels)
-        want = (int(self.heights[index]), int(self.widths[index]))
-        if (h, w) != want:
-            raise FormatError(path, "image size", "differs from the annotation file's "
-                              "height and width", value=(h, w), expected=want)
-        return data, (h, w)
 
 
 def warn_empty_masks(source: AnnotatedImages, option: str) -> None:

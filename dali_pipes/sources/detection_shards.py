@@ -37,7 +37,7 @@ from dali_pipes.stores.tar_index import IMAGE_EXTS
 CATEGORIES_FILE = "categories.json"
 
 
-def read_categories(roots, store, categories=None) -> list:
+def category_table(roots, store, categories=None) -> list:
     """The category table: `categories` when given, else `categories.json` in the first
     root (FormatError naming it when missing or not a list of objects)."""
     if categories is not None:
@@ -74,7 +74,7 @@ class DetectionShardSource(AnnotatedImages):
         self.multi_source = len(sources) > 1
         self.shards = tuple(flatten(sources))
         self.roots = [shard_parent(s[0], self.store) for s in sources]
-        self._categories = read_categories(self.roots, self.store, categories)
+        self._categories = category_table(self.roots, self.store, categories)
         self._cat_digest = hashlib.sha256(json.dumps(self._categories, sort_keys=True)
                                           .encode()).hexdigest()
         per_source = {s: k for k, source in enumerate(sources) for s in source}
@@ -185,20 +185,13 @@ class DetectionShardSource(AnnotatedImages):
                       name.encode("utf-8", "surrogateescape"), size)
         return data[offset - head:]
 
-    def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
-        """(bytes, (height, width)) of sample `index`'s image; its listing error (a
-        malformed annotations member, ...) or a FormatError when the image's size is not
-        the annotations' "height"/"width"."""
+    def _bytes(self, index: int) -> np.ndarray:
+        """Sample `index`'s image member; its listing error (a malformed annotations
+        member, ...) first."""
         if index in self.errors:
             raise self.errors[index]
         shard, member = self._members[index]
-        data, (h, w) = prepare_image(self._read_member(shard, member),
-                                     self.files[index], max_pixels=self.max_pixels)
-        want = (int(self.heights[index]), int(self.widths[index]))
-        if (h, w) != want:
-            raise FormatError(self.files[index], "image size", "differs from the annotations' "
-                              "height and width", value=(h, w), expected=want)
-        return data, (h, w)
+        return self._read_member(shard, member)
 
 
 def _image_ext(sample: Sample) -> str | None:

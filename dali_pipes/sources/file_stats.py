@@ -56,6 +56,14 @@ class FileStats:
                 self._taken = stat_files(self._files or (), self.workers)
             return self._taken
 
+    def sizes_of(self, indices: np.ndarray) -> np.ndarray:
+        """int64 sizes of the files `indices` (-1 for one that cannot be stat'ed): from
+        the stats when taken, else by one stat each, leaving the others untaken."""
+        if self._taken is not None:
+            return self._taken[0][indices]
+        files = self._files or ()
+        return stat_files([files[int(i)] for i in np.asarray(indices).tolist()], 1)[0]
+
     def __getstate__(self) -> dict:
         return {"files": self._files, "taken": self._taken, "workers": self.workers}
 

@@ -1,22 +1,28 @@
 """Reading class folders for the listings (`dali_pipes.sources.folders`): which directory
-entries are samples (`is_sample`), the folders of a class folder with their entries
-(`class_folder_entries`), and the samples among a folder's entries (`sample_entries`).
+entries are samples (`is_sample`) and the sample names of a class folder and, for a
+recursive listing, of its sub-folders (`class_folder_samples`).
 
 The walk reads each directory once (`os.scandir`: names and entry types, no `stat` per
-file). The common entry, a visible regular file with a sample suffix in a folder reached
-without a symlink, is taken on its name and type alone; every other entry goes through the
-full predicate and the symlink rule (`dali_pipes.sources.links`), which say why it is left
-out.
+file), a few thousand entries at a time, and keeps names, not entries. The common entry, a
+visible regular file whose suffix is one of the extensions in lower or upper case, in a
+folder reached without a symlink, is taken on its name and type alone; every other entry
+goes through the full predicate and the symlink rule (`dali_pipes.sources.links`), which
+say why it is left out. Those checks run in listing order (folders in sorted path order,
+names sorted within each), so the first of two links to one file is the one listed.
 """
 from __future__ import annotations
 
 import os
+from functools import lru_cache
+from itertools import islice, repeat
 from operator import attrgetter
 
 from dali_pipes.sources.links import LinkRule
 
 Ignored = list[tuple[str, str]]  # (path, reason) of the entries that are not samples
+Found = list[tuple[str, list[str]]]  # (folder, its sample names in sorted order)
 _by_name = attrgetter("name")
+_CHUNK = 4096  # entries read from a directory at a time (all are never held at once)
 
 
 def is_hidden(name: str) -> bool:
@@ -67,54 +73,110 @@ def _why_not(entry: os.DirEntry, want_dir: bool) -> str:
     return "not a file" if not want_dir else "not a folder"
 
 
-def class_folder_entries(folder: str, recursive: bool, rule: LinkRule, ignored: Ignored
-                         ) -> list[tuple[str, list[os.DirEntry], bool]]:
-    """(folder, its entries sorted by name, whether it is reached through a symlink) for a
-    class folder; with `recursive`, for it and every visible sub-folder (in sorted path
-    order, as torchvision's ImageFolder walks them), sub-folders left out of the entries,
-    a linked sub-folder entered only where `rule` follows it, a symlink loop walked once.
-    OSError when a folder cannot be read."""
+@lru_cache(maxsize=16)
+def plain_suffixes(extensions: frozenset[str] | None) -> tuple[str, ...] | None:
+    """The suffixes that take a file name without the full predicate: each extension in
+    lower and in upper case (mixed case goes through `is_sample`); None (every entry
+    checked) for folder samples or an extension that is not one dot and lower-case."""
+    if not extensions or any(e[:1] != "." or "." in e[1:] or e != e.lower()
+                             for e in extensions):
+        return None
+    return tuple(sorted(extensions)) + tuple(sorted(e.upper() for e in extensions))
+
+
+def read_folder(top: str, suffixes: tuple[str, ...] | None
+                ) -> tuple[list[str], list[os.DirEntry]]:
+    """(names of the plain samples of folder `top`, its other entries), both in directory
+    order; `suffixes`: see `plain_suffixes` (None: every entry is "other"). OSError when
+    the folder cannot be read."""
+    names: list[str] = []
+    others: list[os.DirEntry] = []
+    with os.scandir(top) as it:
+        while entries := list(islice(it, _CHUNK)):
+            if suffixes is None:
+                others += entries
+                continue
+            files = [e.name for e in entries if e.is_file(follow_symlinks=False)]
+            if len(files) == len(entries) and _all_plain(files, suffixes):
+                names += files
+                continue
+            for e in entries:  # some entries are not plain: sort them out one by one
+                if e.name[:1] != "." and e.name.endswith(suffixes) and \
+                        e.is_file(follow_symlinks=False):
+                    names.append(e.name)
+                else:
+                    others.append(e)
+    return names, others
+
+
+def _all_plain(names: list[str], suffixes: tuple[str, ...]) -> bool:
+    """Whether every name of `names` (one directory's, no NUL in any) is visible and ends
+    in one of `suffixes`. A folder's files mostly share a suffix: the names joined by NULs
+    are searched for it in a few C-level passes, not one call per name."""
+    joined = "\0" + "\0".join(names) + "\0"
+    if "\0." in joined:
+        return False
+    dot = names[0].rfind(".") if names else -1
+    common = names[0][dot:]
+    if dot >= 0 and common in suffixes and joined.count(common + "\0") == len(names):
+        return True  # each name holds "<suffix>\0" at most once: at its end
+    return all(map(str.endswith, names, repeat(suffixes)))
+
+
+def class_folder_samples(folder: str, linked: bool, extensions: frozenset[str] | None,
+                         recursive: bool, rule: LinkRule, ignored: Ignored) -> Found:
+    """(folder, sample names sorted) for class folder `folder` and, with `recursive`, for
+    every visible sub-folder (sorted by path, as torchvision's ImageFolder walks them; a
+    linked sub-folder entered only where `rule` follows it, a symlink loop walked once);
+    entries left out go to `ignored` with their reason. `linked`: `folder` is reached
+    through a symlink (`LinkRule.via_link`). OSError when a folder cannot be read."""
+    suffixes = plain_suffixes(extensions)
     if not recursive:
-        with os.scandir(folder) as it:
-            return [(folder, sorted(it, key=_by_name), rule.via_link(folder))]
-    found: list[tuple[str, list[os.DirEntry]]] = []
-    _walk(folder, rule, ignored, set(), found)
-    found.sort(key=lambda item: item[0])
-    return [(top, files, rule.via_link(top)) for top, files in found]
+        names, others = read_folder(folder, None if linked else suffixes)
+        return [(folder, _samples(names, others, extensions, linked, rule, ignored))]
+    real = os.path.realpath(folder) if linked else \
+        os.path.join(rule.root, os.path.basename(folder))
+    walked: list[tuple[str, bool, list[str], list[os.DirEntry]]] = []
+    _walk(folder, real, linked, suffixes, rule, ignored, set(), walked)
+    walked.sort(key=lambda item: item[0])
+    return [(top, _samples(names, files, extensions, via, rule, ignored))
+            for top, via, names, files in walked]
 
 
-def _walk(top: str, rule: LinkRule, ignored: Ignored, seen: set[str],
-          found: list[tuple[str, list[os.DirEntry]]]) -> None:
-    """Top-down, sub-folders in directory order (as `os.walk(followlinks=True)`)."""
-    real = os.path.realpath(top)  # a symlink loop is walked once, not forever
+def _walk(top: str, real: str, linked: bool, suffixes: tuple[str, ...] | None,
+          rule: LinkRule, ignored: Ignored, seen: set[str],
+          walked: list[tuple[str, bool, list[str], list[os.DirEntry]]]) -> None:
+    """Top-down, sub-folders in directory order (as `os.walk(followlinks=True)`); `real`:
+    the real path of `top` (a symlink loop is walked once, not forever)."""
     if real in seen:
         return
     seen.add(real)
-    with os.scandir(top) as it:
-        entries = list(it)
-    try:  # a type bit each (a stat only for symlinks and file systems without types)
-        is_dir = [entry.is_dir() for entry in entries]
-    except OSError:
-        is_dir = [_is_dir(entry) for entry in entries]
-    files = sorted((e for e, d in zip(entries, is_dir, strict=True) if not d), key=_by_name)
-    dirs = [e for e, d in zip(entries, is_dir, strict=True) if d]
-    found.append((top, files))
-    for name in _followed(top, [d.name for d in dirs], rule, ignored):
-        _walk(os.path.join(top, name), rule, ignored, seen, found)
-
-
-def _followed(top: str, dirs: list[str], rule: LinkRule, ignored: Ignored) -> list[str]:
-    """The visible sub-folders of `top` a recursive walk enters (linked ones per `rule`)."""
-    keep = []
-    for name in dirs:
-        if is_hidden(name):
-            continue
-        path = os.path.join(top, name)
-        why = rule.why_not(path, os.path.islink(path))
-        if why is not None:
-            ignored.append((path, why))
+    names, others = read_folder(top, None if linked else suffixes)
+    is_dir = [_is_dir(e) for e in others]
+    walked.append((top, linked, names,
+                   [e for e, d in zip(others, is_dir, strict=True) if not d]))
+    for entry in _followed([e for e, d in zip(others, is_dir, strict=True) if d], rule,
+                           ignored):
+        if linked or entry.is_symlink():  # a real path to resolve
+            _walk(entry.path, os.path.realpath(entry.path), rule.via_link(entry.path),
+                  suffixes, rule, ignored, seen, walked)
         else:
-            keep.append(name)
+            _walk(entry.path, os.path.join(real, entry.name), False, suffixes, rule,
+                  ignored, seen, walked)
+
+
+def _followed(dirs: list[os.DirEntry], rule: LinkRule, ignored: Ignored
+              ) -> list[os.DirEntry]:
+    """The visible sub-folders a recursive walk enters (linked ones per `rule`)."""
+    keep = []
+    for entry in dirs:
+        if is_hidden(entry.name):
+            continue
+        why = rule.why_not(entry.path, entry.is_symlink())
+        if why is not None:
+            ignored.append((entry.path, why))
+        else:
+            keep.append(entry)
     return keep
 
 
@@ -125,26 +187,17 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
-def sample_entries(entries: list[os.DirEntry], extensions: frozenset[str] | None,
-                   linked: bool, rule: LinkRule, ignored: Ignored) -> list[os.DirEntry]:
-    """The samples among a folder's `entries` (in their order); the others go to `ignored`
-    with their reason. `linked`: the folder is reached through a symlink."""
-    if linked or extensions is None:
-        return [e for e in entries if _check(e, extensions, linked, rule, ignored)]
-    # The common entry costs a name test and a type bit read with the directory.
-    good = [(n := e.name)[:1] != "." and n[n.rfind("."):].lower() in extensions
-            and e.is_file(follow_symlinks=False) for e in entries]
-    if all(good):
-        return entries
-    return [e for e, ok in zip(entries, good, strict=True)
-            if ok or _check(e, extensions, False, rule, ignored)]
-
-
-def _check(entry: os.DirEntry, extensions: frozenset[str] | None, linked: bool,
-           rule: LinkRule, ignored: Ignored) -> bool:
-    why = is_sample(entry, extensions)
-    if why is None:
-        why = rule.why_not(entry.path, linked or entry.is_symlink())
-    if why is not None:
-        ignored.append((entry.path, why))
-    return why is None
+def _samples(names: list[str], others: list[os.DirEntry], extensions: frozenset[str] | None,
+             linked: bool, rule: LinkRule, ignored: Ignored) -> list[str]:
+    """The plain sample `names` and the `others` that pass the full checks (the rest go to
+    `ignored`, in name order), sorted."""
+    for entry in sorted(others, key=_by_name):
+        why = is_sample(entry, extensions)
+        if why is None:
+            why = rule.why_not(entry.path, linked or entry.is_symlink())
+        if why is None:
+            names.append(entry.name)
+        else:
+            ignored.append((entry.path, why))
+    names.sort()
+    return names

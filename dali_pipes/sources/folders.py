@@ -31,11 +31,10 @@ import numpy as np
 from dali_pipes.sources.file_stats import FileStats, check_file_stats
 from dali_pipes.sources.folder_walk import (
     Ignored,
-    class_folder_entries,
+    class_folder_samples,
     has_extension,
     is_hidden,
     is_sample,
-    sample_entries,
 )
 from dali_pipes.sources.links import LinkRule
 from dali_pipes.sources.names import PathTable, PathTableBuilder
@@ -153,14 +152,15 @@ def list_class_folders(data: PathLike | Sequence[PathLike], extensions: frozense
     rules = [LinkRule(root) for root in roots]  # symlinks: see dali_pipes.sources.links
     per_root = [_class_dirs(root, kind, ignored, rule) for root, rule in zip(roots, rules,
                                                                              strict=True)]
-    classes = sorted({name for names in per_root for name in names})
+    classes = sorted({name for names in per_root for name, _ in names})
     class_id = {name: i for i, name in enumerate(classes)}
     found = FoundSamples(stat=eager)
     for source, (root, names, rule) in enumerate(zip(roots, per_root, rules, strict=True)):
         before = len(found.labels)
-        for name in names:
-            _list_class(os.path.join(root, name), (class_id[name], source), extensions,
-                        recursive, rule, found, ignored)
+        for name, is_link in names:
+            folder = os.path.join(root, name)
+            _list_class(folder, is_link and rule.via_link(folder), (class_id[name], source),
+                        extensions, recursive, rule, found, ignored)
         rule.warn()
         if len(found.labels) == before:
             raise no_samples(root, len(names), kind, extensions)
@@ -214,7 +214,8 @@ def _int64(values: array) -> np.ndarray:
 
 
 def _class_dirs(root: Path, kind: str, ignored: Ignored,
-                rule: LinkRule) -> list[str]:
+                rule: LinkRule) -> list[tuple[str, bool]]:
+    """(name, whether it is a symlink) of each class folder of `root`, sorted."""
     if not root.exists():
         raise FileNotFoundError(f"{root}: data folder does not exist")
     if not root.is_dir():
@@ -227,7 +228,7 @@ def _class_dirs(root: Path, kind: str, ignored: Ignored,
         if why is None:
             why = rule.why_not(entry.path, entry.is_symlink())
             if why is None:
-                names.append(entry.name)
+                names.append((entry.name, entry.is_symlink()))
                 continue
         if why not in ("not a folder", "hidden"):
             ignored.append((entry.path, why))
@@ -236,33 +237,42 @@ def _class_dirs(root: Path, kind: str, ignored: Ignored,
     return sorted(names)
 
 
-def _list_class(folder: str, label: tuple[int, int], extensions: frozenset[str] | None,
-                recursive: bool, rule: LinkRule, found: FoundSamples, ignored: Ignored
-                ) -> None:
-    """Add the samples of class folder `folder` (`label`: class id, source), in listing
-    order; an unreadable class folder is warned about and left out."""
+def _list_class(folder: str, linked: bool, label: tuple[int, int],
+                extensions: frozenset[str] | None, recursive: bool, rule: LinkRule,
+                found: FoundSamples, ignored: Ignored) -> None:
+    """Add the samples of class folder `folder` (`label`: class id, source; `linked`:
+    reached through a symlink), in listing order; an unreadable class folder is warned
+    about and left out."""
     try:
-        groups = class_folder_entries(folder, recursive, rule, ignored)
+        groups = class_folder_samples(folder, linked, extensions, recursive, rule, ignored)
     except OSError as exc:
         warnings.warn(f"{folder}: class folder cannot be read, left out ({exc})",
                       RuntimeWarning, stacklevel=3)
         ignored.append((folder, f"unreadable class folder: {exc.strerror or exc}"))
         return
-    for top, entries, linked in groups:
-        samples = sample_entries(entries, extensions, linked, rule, ignored)
-        if not found.stat:
-            found.add_folder(*label, top, [e.name for e in samples])
+    for top, names in groups:
+        if found.stat:
+            names, stats = _stat_names(top, names, ignored)
+            found.add_folder(*label, top, names, stats)
+        else:
+            found.add_folder(*label, top, names)
+
+
+def _stat_names(top: str, names: list[str], ignored: Ignored
+                ) -> tuple[list[str], list[tuple[int, int]]]:
+    """The `names` of folder `top` that can be stat'ed, with their (size, mtime_ns); the
+    others go to `ignored` (removed or broken since the directory was read)."""
+    kept, stats = [], []
+    for name in names:
+        path = os.path.join(top, name)
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            ignored.append((path, f"cannot stat: {exc.strerror or exc}"))
             continue
-        names, stats = [], []
-        for entry in samples:
-            try:
-                st = entry.stat()
-            except OSError as exc:  # removed or broken since the directory was read
-                ignored.append((entry.path, f"cannot stat: {exc.strerror or exc}"))
-                continue
-            names.append(entry.name)
-            stats.append((st.st_size, st.st_mtime_ns))
-        found.add_folder(*label, top, names, stats)
+        kept.append(name)
+        stats.append((st.st_size, st.st_mtime_ns))
+    return kept, stats
 
 
 def names_in(data, depth: int = 0) -> list[str]:

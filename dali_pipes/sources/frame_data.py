@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import tarfile
 
-from dali_pipes.frames import TIMESTAMPS
 from dali_pipes.sources.folders import names_in
 from dali_pipes.sources.frame_stores import (
     FRAME_MEMBER,
     FrameShardSource,
     RemoteFrameFolderSource,
 )
+from dali_pipes.sources.frames import TIMESTAMPS
 from dali_pipes.sources.layout import data_layout
 from dali_pipes.sources.shard_names import flatten, shard_sources
 from dali_pipes.sources.shard_walk import WALK_CHUNK

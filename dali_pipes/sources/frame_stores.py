@@ -24,9 +24,8 @@ import numpy as np
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
-from dali_pipes.formats.jpeg_scan import jpeg_size
-from dali_pipes.frames import TIMESTAMPS, frame_name
 from dali_pipes.sources.folders import is_hidden
+from dali_pipes.sources.frames import TIMESTAMPS, frame_name
 from dali_pipes.sources.image import check_max_pixels
 from dali_pipes.sources.remote_folders import Objects
 from dali_pipes.sources.shard_manifest import manifest_classes
@@ -92,24 +91,12 @@ class StoredFrameSource(FrameClips):
         member = self._frames[int(index) // self.views_per_video].get(int(frame))
         return member.name if member else f"{self.path(index)}/{frame_name(int(frame))}"
 
-    def read_jpegs(self, index: int, frames: np.ndarray) -> list[np.ndarray]:
-        return self.read_sized_jpegs(index, frames)[0]
-
-    def read_sized_jpegs(self, index: int, frames: np.ndarray
-                         ) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
-        """As `FrameFolderSource.read_sized_jpegs`, each frame one range read."""
-        folder = int(index) // self.views_per_video
-        self.all_timestamps(index)
-        out, sizes = [], []
-        for k in np.asarray(frames).tolist():
-            member = self._frames[folder].get(int(k))
-            if member is None:
-                raise FormatError(self.frame_path(index, k), "file", "missing",
-                                  expected=f"frame {k} of {self.path(index)}")
-            data = self._read(member)
-            sizes.append(jpeg_size(data, member.name, max_pixels=self.max_pixels))
-            out.append(data)
-        return out, sizes
+    def _frame(self, index: int, frame: int) -> tuple[np.ndarray, str]:
+        member = self._frames[int(index) // self.views_per_video].get(int(frame))
+        if member is None:
+            raise FormatError(self.frame_path(index, frame), "file", "missing",
+                              expected=f"frame {frame} of {self.path(index)}")
+        return self._read(member), member.name
 
 
 class RemoteFrameFolderSource(StoredFrameSource):

@@ -16,9 +16,9 @@ import stat
 
 import numpy as np
 
-from dali_pipes.align import METHODS, Method, align_to_frames
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.imu import TIME_COLUMN, ImuStream, imu_path_for, parse_imu, read_imu
+from dali_pipes.geometry.align import METHODS, Method, align_to_frames
 from dali_pipes.sources.folders import PathLike, listing_digest, names_in
 from dali_pipes.sources.remote_folders import Objects
 from dali_pipes.sources.video import VideoFolderSource

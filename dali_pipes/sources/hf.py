@@ -22,10 +22,8 @@ import numpy as np
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.files import read_file_bytes
-from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
-from dali_pipes.sources.image import ImageFolderSource, check_max_pixels
-from dali_pipes.sources.protocol import Source
+from dali_pipes.sources.image import ImageFolderSource, ImageReads, check_max_pixels
 
 # An int label column without a ClassLabel feature may use labels up to this bound (or the
 # number of rows, when larger) whatever its number of rows (see `plain_label_bound`).
@@ -56,7 +54,7 @@ def image_source(data: Any, *, max_pixels: int | None = DEFAULT_MAX_PIXELS,
     return ImageFolderSource(data, max_pixels=max_pixels)
 
 
-class HFImageSource(Source):
+class HFImageSource(ImageReads):
     """Rows of a `datasets.Dataset` as image samples, with the ImageFolderSource surface.
 
     Args:
@@ -104,8 +102,8 @@ class HFImageSource(Source):
         parts += [str(os.stat(entry["filename"]).st_size) for entry in self.dataset.cache_files]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
-    def read(self, index: int) -> np.ndarray:
-        """The row's encoded image as a uint8 array (FormatError naming the row and the
+    def _bytes(self, index: int) -> np.ndarray:
+        """The row's encoded image (FormatError naming the row and the
         column for a value that holds no image; OSError naming a missing file)."""
         value = self._value(index)
         if isinstance(value, dict):
@@ -119,12 +117,6 @@ class HFImageSource(Source):
         raise FormatError(f"{self.name}[row {int(index)}]", self.image_column,
                           f"expected encoded image bytes, an Image feature or a path, "
                           f"got {type(value).__name__}")
-
-    def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
-        """(bytes, (height, width)); FormatError when the value is no complete, sound image
-        or exceeds `max_pixels`. Every format class folders take (JPEG, PNG, WebP, BMP,
-        TIFF, GIF, JPEG 2000; `prepare_image`, as for files)."""
-        return prepare_image(self.read(index), self.path(index), max_pixels=self.max_pixels)
 
     def _value(self, index: int) -> Any:
         if not 0 <= int(index) < len(self):

@@ -34,14 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
-from dali_pipes.bands import band_statistics, bands_in_range
 from dali_pipes.formats import FormatError, open_envi, open_spe
 from dali_pipes.formats.cube import Cube
 from dali_pipes.formats.label_map import read_label_map
-from dali_pipes.recipes.augment import STREAM_PATCH, uniforms
+from dali_pipes.geometry.bands import band_statistics, bands_in_range
+from dali_pipes.geometry.draws import STREAM_PATCH, uniforms
 from dali_pipes.sources.folders import is_sample, listing_digest, names_in
 from dali_pipes.sources.links import LinkRule
-from dali_pipes.sources.protocol import Source
+from dali_pipes.sources.protocol import PatchSource
 from dali_pipes.sources.remote_scenes import RemoteScenes
 from dali_pipes.sources.scene_pixels import check_labels, grid_pixels, labelled_pixels
 from dali_pipes.stores import Store
@@ -99,11 +99,6 @@ def open_cube(path: str) -> Cube:
 def cube_geometry(cube: Cube) -> tuple[int, int, int]:
     """(bands, lines, samples) of any `Cube` (kept for callers of the old helper)."""
     return cube.geometry
-
-
-def read_window(cube: Cube, y: int, x: int, h: int, w: int, bands) -> np.ndarray:
-    """(n_bands, h, w) in-bounds window of any `Cube` (kept for callers of the old helper)."""
-    return cube.read_window(y, x, h, w, bands)
 
 
 def _scene(path: str, source_id: int, opener=open_cube) -> Scene:
@@ -203,7 +198,7 @@ def patch_augment(seed: int, epoch: int, index: np.ndarray, *, train: bool
             np.minimum(np.floor(u[:, 2] * 4), 3).astype(np.int32))
 
 
-class HyperspectralSource(Source):
+class HyperspectralSource(PatchSource):
     """Patches around the labeled pixels of every scene under ``data`` (one or more folders).
 
     ``bands``: None (all), a sequence of band indices, or a ``(low_nm, high_nm)`` range of
@@ -310,12 +305,12 @@ class HyperspectralSource(Source):
             self._cubes[scene] = cube
         return cube
 
-    def read_patch(self, index: int) -> np.ndarray:
+    def read(self, index: int, request: None = None) -> np.ndarray:
         """Sample ``index``: (n_bands, P, P) in ``self.dtype``, reflect-padded at the edges."""
         y, x = (int(v) for v in self.positions[index])
-        return self.read_centred(int(self.scene_ids[index]), y, x)
+        return self._centred(int(self.scene_ids[index]), y, x)
 
-    def read_centred(self, scene: int, y: int, x: int) -> np.ndarray:
+    def _centred(self, scene: int, y: int, x: int) -> np.ndarray:
         """The (n_bands, P, P) patch of scene ``scene`` centred on line ``y``, sample ``x``."""
         s, r = self.scenes[scene], self.patch_size // 2
         y0, y1 = max(0, y - r), min(s.lines, y + r + 1)

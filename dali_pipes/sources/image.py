@@ -9,7 +9,7 @@ from dali_pipes.formats.files import read_file_bytes
 from dali_pipes.formats.image_kind import IMAGE_SUFFIXES, prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.sources.folders import PathLike, list_class_folders
-from dali_pipes.sources.protocol import Source
+from dali_pipes.sources.protocol import EncodedImage, ImageRead, ImageSource
 from dali_pipes.sources.remote_folders import Objects, list_remote_class_folders
 from dali_pipes.stores import Store
 from dali_pipes.stores.select import open_store, store_paths
@@ -29,7 +29,33 @@ def check_max_pixels(max_pixels) -> int | None:
     return int(max_pixels)
 
 
-class ImageFolderSource(Source):
+class ImageReads(ImageSource):
+    """`read` (`ImageSource`) for every image source: the subclass's `_bytes(index)`,
+    checked by `prepare_image` (and by `_check_size` where the listing knows the size)."""
+
+    max_pixels: int | None
+
+    def _bytes(self, index: int) -> np.ndarray:
+        """The stored bytes of sample `index` as a uint8 array (errors name the file)."""
+        raise NotImplementedError
+
+    def _check_size(self, index: int, size: tuple[int, int]) -> None:
+        """Subclasses: FormatError when a sound image is not the size its listing says."""
+
+    def read(self, index: int, request: ImageRead | None = None) -> EncodedImage:
+        """(bytes, (height, width)); FormatError when the image is no complete, sound image
+        (for JPEG: header and scan structure) or exceeds `max_pixels` (a GIF comes back as
+        its first frame in PNG: `prepare_image`). `ImageRead(check=False)`: the stored
+        bytes, size None."""
+        data = self._bytes(index)
+        if request is not None and not request.check:
+            return EncodedImage(data, None)
+        data, size = prepare_image(data, self.path(index), max_pixels=self.max_pixels)
+        self._check_size(index, size)
+        return EncodedImage(data, size)
+
+
+class ImageFolderSource(ImageReads):
     """`root/<class>/<image>` (or a list of such roots, one per source).
 
     `max_pixels`: images whose header claims more pixels are bad samples (FormatError
@@ -74,18 +100,12 @@ class ImageFolderSource(Source):
         """Names (relative to their root), sizes and modification times of every sample."""
         return self.listing.digest()
 
-    def read(self, index: int) -> np.ndarray:
-        """The file's bytes as a uint8 array (OSError / FormatError name the file; a FIFO
-        or other non-regular file is refused without blocking; behind a URL: StoreError
-        naming it after the store's retries, EOFError when it changed since the listing)."""
+    def _bytes(self, index: int) -> np.ndarray:
+        """The file's bytes (OSError / FormatError name the file; a FIFO or other
+        non-regular file is refused without blocking; behind a URL: StoreError naming it
+        after the store's retries, EOFError when it changed since the listing)."""
         if self.store is not None:
             size = int(self.listing.sizes[index])
             return self.store.read_range(self.files[index], 0, size,
                                          (size, int(self.listing.mtimes_ns[index])))
         return read_file_bytes(self.files[index])
-
-    def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
-        """(bytes, (height, width)); FormatError when the file is no complete, sound image
-        (for JPEG: header and scan structure) or exceeds `max_pixels` (a GIF comes back as
-        its first frame in PNG: `prepare_image`)."""
-        return prepare_image(self.read(index), self.files[index], max_pixels=self.max_pixels)

@@ -1,4 +1,5 @@
-"""The image source options of make_loader (which files, which columns, how large)."""
+"""The source options of make_loader (which files, which columns, which annotations, how
+large), for images and for detection."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,3 +16,20 @@ class ImageSourceOptions:
     max_pixels: int | None = DEFAULT_MAX_PIXELS
     image_column: str | None = None
     label_column: str | None = None
+
+
+DEFAULT_ANNOTATIONS = "instances.json"  # the detection loader's default `annotations`
+
+
+@dataclass(frozen=True)
+class DetectionSourceOptions:
+    """Which annotations and targets: the COCO `annotations` file (relative: in each images
+    folder), `categories` (COCO category dicts, for shards), `crowd` ("drop" or "keep"),
+    `masks` and `semantic` (the mask fields), `max_pixels` (as for images)."""
+
+    annotations: str = DEFAULT_ANNOTATIONS
+    categories: list | None = None
+    crowd: str = "drop"
+    masks: bool = False
+    semantic: bool = False
+    max_pixels: int | None = DEFAULT_MAX_PIXELS

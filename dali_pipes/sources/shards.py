@@ -17,10 +17,8 @@ import warnings
 import numpy as np
 
 from dali_pipes.formats.errors import FormatError
-from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
-from dali_pipes.sources.image import check_max_pixels
-from dali_pipes.sources.protocol import Source
+from dali_pipes.sources.image import ImageReads, check_max_pixels
 from dali_pipes.sources.shard_manifest import manifest_classes
 from dali_pipes.sources.shard_names import flatten, is_shard_data, shard_sources
 from dali_pipes.stores import Store
@@ -38,7 +36,7 @@ from dali_pipes.stores.tar_index import (
 __all__ = ["ShardSource", "is_shard_data"]
 
 
-class ShardSource(Source):
+class ShardSource(ImageReads):
     """Samples `<key>.<image ext>` + `<key>.cls`/`<key>.json` of WebDataset tar shards.
 
     Args:
@@ -94,8 +92,8 @@ class ShardSource(Source):
         """`<shard>:<member>`: names the shard and the member."""
         return f"{self.shards[self.shard_ids[index]]}:{self.member(index)}"
 
-    def read(self, index: int) -> np.ndarray:
-        """The image member's bytes as a uint8 array; FormatError (naming shard and member)
+    def _bytes(self, index: int) -> np.ndarray:
+        """The image member's bytes; FormatError (naming shard and member)
         for a sample without image or label, or a shard changed since it was indexed."""
         shard, member = self.shards[self.shard_ids[index]], self.member(index)
         label, offset, size, head = (int(a[index]) for a in (self.labels, self.offsets,
@@ -113,10 +111,6 @@ class ShardSource(Source):
         _check_header(data[:offset - head].tobytes(), shard, member,
                       self._member_bytes(index), size)
         return data[offset - head:]
-
-    def read_checked(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
-        """(bytes, (height, width)); FormatError when the member is no complete image."""
-        return prepare_image(self.read(index), self.path(index), max_pixels=self.max_pixels)
 
     def listing_digest(self) -> str:
         """What identifies the listing for a resume fingerprint: shard names (not folders,

@@ -2,14 +2,14 @@
 
 Files are probed lazily (on first use of a sample, through `probe_video`'s in-process cache),
 so making a source over thousands of files costs a directory listing only. Clip starts come
-from `dali_pipes.clips` (pure functions of seed, epoch, video index and clip number); the
+from `dali_pipes.geometry.clips` (pure functions of seed, epoch, video index and clip number); the
 frame indices of a clip follow its "repeat_last" padding rule (a video shorter than the clip
 repeats its last frame, and the timestamps repeat with it).
 
-For DALI a clip is read as an encoded segment (`remux_segment`: the packets from the keyframe
-before the clip to its last frame, in a small Matroska file) plus the clip's first frame
-within that segment; for codecs DALI cannot decode on the chosen device the clip is decoded
-here with PyAV (`decode_clip`).
+For DALI a clip is read as an encoded segment (`read(i, ClipRead(frames))`, `remux_segment`:
+the packets from the keyframe before the clip to its last frame, in a small Matroska file)
+plus the clip's first frame within that segment; for codecs DALI cannot decode on the chosen
+device the clip is decoded here with PyAV (`read(i, DecodedClipRead(frames, ...))`).
 
 The roots may be in a listable store other than local files (URLs such as
 `s3://bucket/train/`, or a store handed in): listed with one call per root
@@ -18,11 +18,14 @@ through the store (`dali_pipes.sources.video_store`).
 """
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
 
 from dali_pipes.formats.video import VideoInfo, decode_frames_pyav, probe_video, remux_segment
 from dali_pipes.sources.clip_source import ClipSource
 from dali_pipes.sources.folders import PathLike, list_class_folders
+from dali_pipes.sources.protocol import ClipRead, DecodedClipRead, EncodedClip, VideoSource
 from dali_pipes.sources.remote_folders import Objects, list_remote_class_folders
 from dali_pipes.sources.video_store import StoreVideos
 from dali_pipes.stores import Store
@@ -31,7 +34,35 @@ from dali_pipes.stores.select import open_store, store_paths
 VIDEO_EXTENSIONS = frozenset({".mp4", ".webm", ".mkv", ".avi"})
 
 
-class VideoFolderSource(ClipSource):
+class VideoClips(ClipSource, VideoSource):
+    """`read` (`VideoSource`) for every video source: the subclass's `_segment` and
+    `_decode` of a clip's frames."""
+
+    @overload
+    def read(self, index: int, request: ClipRead | None = None) -> EncodedClip: ...
+
+    @overload
+    def read(self, index: int, request: DecodedClipRead) -> np.ndarray: ...
+
+    def read(self, index: int, request: ClipRead | DecodedClipRead | None = None
+             ) -> EncodedClip | np.ndarray:
+        """(segment bytes uint8 (n,), clip start within the segment) for DALI's decoder;
+        with `DecodedClipRead`, (T, H, W, 3) uint8 RGB frames decoded with PyAV (the CPU
+        fallback). FormatError for a bad file."""
+        frames = self._requested(index, None if request is None else request.frames)
+        if isinstance(request, DecodedClipRead):
+            return self._decode(index, frames, scale=request.scale, threads=request.threads)
+        return EncodedClip(*self._segment(index, frames))
+
+    def _segment(self, index: int, frames: np.ndarray) -> tuple[np.ndarray, int]:
+        raise NotImplementedError
+
+    def _decode(self, index: int, frames: np.ndarray, **decode) -> np.ndarray:
+        """`decode`: `decode_frames_pyav`'s scale and threads."""
+        raise NotImplementedError
+
+
+class VideoFolderSource(VideoClips):
     """`root/<class>/<video>` (or a list of such roots, one per source).
 
     Roots in a store other than local files (`store`; default: local files, or an
@@ -79,8 +110,7 @@ class VideoFolderSource(ClipSource):
         """(T,) float64 seconds from the file's first frame, for the clip's frames."""
         return np.array(self.info(index).timestamps[frames], dtype=np.float64)
 
-    def read_segment(self, index: int, frames: np.ndarray) -> tuple[np.ndarray, int]:
-        """(segment bytes uint8 (n,), clip start within the segment) for DALI's decoder."""
+    def _segment(self, index: int, frames: np.ndarray) -> tuple[np.ndarray, int]:
         if self.videos is not None:
             self.info(index)  # checks the sample first
             return self.videos.segment(int(index) // self.views_per_video, frames)
@@ -88,9 +118,7 @@ class VideoFolderSource(ClipSource):
         segment, key = remux_segment(info, int(frames[0]), int(frames.max()))
         return segment, int(frames[0]) - key
 
-    def decode_clip(self, index: int, frames: np.ndarray, **decode) -> np.ndarray:
-        """(T, H, W, 3) uint8 RGB frames decoded with PyAV (the CPU fallback); `decode`:
-        `decode_frames_pyav`'s scale and threads."""
+    def _decode(self, index: int, frames: np.ndarray, **decode) -> np.ndarray:
         if self.videos is not None:
             self.info(index)
             return self.videos.decode(int(index) // self.views_per_video, frames, **decode)

@@ -15,10 +15,11 @@ import numpy as np
 from dali_pipes.formats.files import read_file_bytes
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
 from dali_pipes.formats.jpeg_scan import jpeg_size
-from dali_pipes.frames import TIMESTAMPS, frame_name
 from dali_pipes.sources.clip_source import ClipSource
 from dali_pipes.sources.folders import PathLike, is_sample, list_class_folders, listing_digest
+from dali_pipes.sources.frames import TIMESTAMPS, frame_name
 from dali_pipes.sources.image import check_max_pixels
+from dali_pipes.sources.protocol import ClipRead, EncodedFrames, FrameSource
 
 
 def _stat(path: str) -> tuple[int, int]:
@@ -48,9 +49,12 @@ def is_frame_folder_tree(path) -> bool:
     return False
 
 
-class FrameClips(ClipSource):
+class FrameClips(ClipSource, FrameSource):
     """What every frame-folder source shares (local, object storage, shards): frame counts
-    and clip timestamps from `all_timestamps(index)`, read once per folder."""
+    and clip timestamps from `all_timestamps(index)`, read once per folder, and `read`
+    (`FrameSource`) from the subclass's `_frame(index, frame)`."""
+
+    max_pixels: int | None
 
     def all_timestamps(self, index: int) -> np.ndarray:
         raise NotImplementedError
@@ -60,6 +64,24 @@ class FrameClips(ClipSource):
 
     def timestamps(self, index: int, frames: np.ndarray) -> np.ndarray:
         return np.array(self.all_timestamps(index)[frames], dtype=np.float64)
+
+    def read(self, index: int, request: ClipRead | None = None) -> EncodedFrames:
+        """The encoded bytes (uint8 (n,)) of each of the clip's frames, in clip order, and
+        each frame's (height, width) from its header (checked once, as the image source's
+        files: header, scan structure, `max_pixels`); FormatError naming the frame file
+        when one is not a sound JPEG. The folder's timestamps are read first."""
+        frames = self._requested(index, None if request is None else request.frames)
+        self.all_timestamps(index)
+        out, sizes = [], []
+        for k in frames.tolist():
+            data, name = self._frame(index, k)
+            sizes.append(jpeg_size(data, name, max_pixels=self.max_pixels))
+            out.append(data)
+        return EncodedFrames(out, sizes)
+
+    def _frame(self, index: int, frame: int) -> tuple[np.ndarray, str]:
+        """(bytes, name for messages) of sample `index`'s frame `frame`."""
+        raise NotImplementedError
 
 
 def checked_timestamps(ts: np.ndarray, where: str) -> np.ndarray:
@@ -114,18 +136,6 @@ class FrameFolderSource(FrameClips):
         """The file of sample `index`'s frame `frame`."""
         return os.path.join(self.path(index), frame_name(int(frame)))
 
-    def read_jpegs(self, index: int, frames: np.ndarray) -> list[np.ndarray]:
-        """The encoded bytes (uint8 (n,)) of each of the clip's frames, in clip order;
-        FormatError naming the frame file when one is not a sound JPEG."""
-        return self.read_sized_jpegs(index, frames)[0]
-
-    def read_sized_jpegs(self, index: int, frames: np.ndarray
-                         ) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
-        """`read_jpegs` and each frame's (height, width) from its header (checked once)."""
-        out, sizes = [], []
-        for k in np.asarray(frames).tolist():
-            path = self.frame_path(index, k)
-            data = read_file_bytes(path)
-            sizes.append(jpeg_size(data, path, max_pixels=self.max_pixels))
-            out.append(data)
-        return out, sizes
+    def _frame(self, index: int, frame: int) -> tuple[np.ndarray, str]:
+        path = self.frame_path(index, frame)
+        return read_file_bytes(path), path

@@ -16,12 +16,12 @@ import numpy as np
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.imu import ImuStream, parse_imu
 from dali_pipes.formats.video import VideoInfo
-from dali_pipes.sources.clip_source import ClipSource
 from dali_pipes.sources.fusion import ImuChannels
 from dali_pipes.sources.shard_manifest import manifest_classes
 from dali_pipes.sources.shard_members import ShardSample, list_shards, samples_digest
 from dali_pipes.sources.shard_names import flatten, shard_sources
 from dali_pipes.sources.shards import shard_parent
+from dali_pipes.sources.video import VideoClips
 from dali_pipes.sources.video_store import StoreVideos
 from dali_pipes.stores import Store
 from dali_pipes.stores.select import open_store
@@ -30,7 +30,7 @@ VIDEO_EXTS = ("mp4", "webm", "mkv", "avi")
 IMU_EXT = "imu.csv"
 
 
-class VideoShardSource(ClipSource):
+class VideoShardSource(VideoClips):
     """Video members of WebDataset shards (`data` as for image shards: a `.tar` path or URL,
     a brace pattern, a list, or folders of shards, one source each)."""
 
@@ -83,11 +83,11 @@ class VideoShardSource(ClipSource):
     def timestamps(self, index: int, frames: np.ndarray) -> np.ndarray:
         return np.array(self.info(index).timestamps[frames], dtype=np.float64)
 
-    def read_segment(self, index: int, frames: np.ndarray) -> tuple[np.ndarray, int]:
+    def _segment(self, index: int, frames: np.ndarray) -> tuple[np.ndarray, int]:
         self.info(index)
         return self.videos.segment(int(index) // self.views_per_video, frames)
 
-    def decode_clip(self, index: int, frames: np.ndarray, **decode) -> np.ndarray:
+    def _decode(self, index: int, frames: np.ndarray, **decode) -> np.ndarray:
         self.info(index)
         return self.videos.decode(int(index) // self.views_per_video, frames, **decode)
 

@@ -1,28 +1,30 @@
-"""Writing WebDataset tar shards deterministically: the shard plan and one shard's file.
+"""Writing WebDataset tar shards deterministically: the shard plan and one shard's bytes.
 
 The plan is a pure function of the source's sample sizes: samples in listing order, a new
 shard whenever the next sample would take the shard past `shard_size` bytes, so any part of
 a cluster job (`--part i/N`) knows every shard's samples without talking to the others.
 A shard's bytes depend only on its samples: fixed member metadata (mtime 0, owner 0,
 mode 0644), members `<key>.<ext>` then `<key>.cls`, keys the zero-padded sample index.
+`write_tar` streams a shard into any binary file (a local temporary file, an S3 upload:
+`dali_pipes.stores.destination`), one sample in memory at a time.
 """
 from __future__ import annotations
 
 import hashlib
 import io
 import os
-import re
-import socket
 import tarfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.stores.destination import HOST, LocalDestination, temp_name
 from dali_pipes.stores.tar_index import load_index
 
-# This host, as temporary names carry it (word characters only).
-HOST = re.sub(r"\W", "_", socket.gethostname()) or "host"
+__all__ = ["HOST", "ShardPlan", "part_shards", "plan_shards", "shard_name", "temp_name",
+           "write_sample_shard", "write_shard", "write_tar"]
 
 
 @dataclass(frozen=True)
@@ -73,12 +75,6 @@ def shard_name(shard: int) -> str:
     return f"shard-{shard:06d}.tar"
 
 
-def temp_name(path: str | os.PathLike) -> str:
-    """`path`'s temporary name for this process: `<path>.<host>_<pid>.tmp`, so no two
-    writers (here, or on another host sharing the folder) ever write the same one."""
-    return f"{os.fspath(path)}.{HOST}_{os.getpid()}.tmp"
-
-
 def write_shard(path: str, members: list[tuple[str, str, bytes, int]]) -> dict:
     """Write one shard of images with their `.cls` labels atomically, and index it.
 
@@ -97,29 +93,36 @@ def write_shard(path: str, members: list[tuple[str, str, bytes, int]]) -> dict:
 
 def write_sample_shard(path: str, samples: list[tuple[str, list[tuple[str, bytes | str]]]]
                        ) -> dict:
-    """Write one shard of `(key, [(extension, bytes or a file to copy), ...])` atomically
-    (under `temp_name(path)` until complete, then renamed) and deterministically (member
-    metadata fixed: mtime 0, owner 0, mode 0644).
+    """Write one local shard of `(key, [(extension, bytes or a file to copy), ...])`
+    atomically (under `temp_name(path)` until complete, then renamed) and deterministically
+    (`write_tar`).
 
     Returns:
         {"samples", "bytes", "sha256"} of the written shard.
     """
-    tmp = temp_name(path)
-    digest = hashlib.sha256()
-    try:
-        with open(tmp, "wb") as raw:
-            writer = _HashingFile(raw, digest)
-            with tarfile.open(fileobj=writer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-                for key, members in samples:
-                    for ext, data in members:
-                        _add(tar, f"{key}.{ext}", data if isinstance(data, bytes)
-                             else Path(data).read_bytes())
-            size = raw.tell()
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return {"samples": len(samples), "bytes": size, "sha256": digest.hexdigest()}
+    folder, name = os.path.split(os.fspath(path))
+    with LocalDestination(folder or ".").writer(name) as f:
+        return write_tar(f, ((key, [(ext, data if isinstance(data, bytes)
+                                     else Path(data).read_bytes()) for ext, data in members])
+                             for key, members in samples))
+
+
+def write_tar(out, samples: Iterable[tuple[str, list[tuple[str, bytes]]]]) -> dict:
+    """Stream the samples `(key, [(extension, bytes), ...])` into the binary file `out` as a
+    tar (USTAR, member metadata fixed: mtime 0, owner 0, mode 0644), taking one sample at a
+    time from `samples`.
+
+    Returns:
+        {"samples", "bytes", "sha256"} of what was written.
+    """
+    writer = _HashingFile(out, hashlib.sha256())
+    count = 0
+    with tarfile.open(fileobj=writer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for key, members in samples:
+            count += 1
+            for ext, data in members:
+                _add(tar, f"{key}.{ext}", data)
+    return {"samples": count, "bytes": writer.size, "sha256": writer.digest.hexdigest()}
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -134,14 +137,16 @@ class _HashingFile:
     """A write-only file that also feeds a hash (tarfile writes through it)."""
 
     def __init__(self, raw, digest):
-        self.raw, self.digest = raw, digest
+        self.raw, self.digest, self.size = raw, digest, 0
 
     def write(self, data) -> int:
         self.digest.update(data)
-        return self.raw.write(data)
+        self.size += len(data)
+        self.raw.write(data)
+        return len(data)
 
     def tell(self) -> int:
-        return self.raw.tell()
+        return self.size
 
     def read(self, size: int) -> bytes:
         raise io.UnsupportedOperation("write-only shard stream")

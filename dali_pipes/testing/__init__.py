@@ -1,4 +1,5 @@
-"""Data writers for tests and benchmarks: the built-in sample data sets `bench/compare.py`
-runs on (`sample_*`, cached) and the tiny data sets of every modality kind the tests write
-(`tiny_data`). The registry names them; numpy, Pillow and PyAV only, never torch.
+"""Conformance suites shipped with the seams they prove, subclassed once per implementation
+(as zarr ships `StoreTests`): `store_tests.StoreTests` (a `Store`) and
+`source_tests.SourceTests` (a `Source`); the loader contract, which needs torch, is
+`torch_bridge.testing.loader_contract.LoaderContract`. They import pytest, never `tests`.
 """

@@ -97,7 +97,7 @@ def test_a_missing_data_folder_is_refused_before_anything_runs(tmp_path):
 def test_compare_hyperspectral(tmp_path, capsys):
     """In this process too (see test_compare_measures_every_row...)."""
     from bench import compare
-    from dali_pipes.testing.sample_hyperspectral import small_scene_folder
+    from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
     small_scene_folder(tmp_path / "scenes")
     out = tmp_path / "h.json"
     with bounded(600):  # a hang fails the test

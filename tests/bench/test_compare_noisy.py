@@ -37,7 +37,7 @@ def test_median_reports_the_spread_of_rounds():
                "wait_ms_p50": 1.0, "wait_ms_p95": 2.0, "cpu_percent": 100.0,
                "gpu_util_percent": None, "peak_rss_mb": 10.0}
               for v, c in ((100.0, 3.0), (50.0, 3.5), (120.0, 2.9))]
-    out = compare._median(rounds)
+    out = compare.median_row(rounds)
     assert out["samples_per_s"] == 100.0 and out["samples_per_s_range"] == [50.0, 120.0]
     assert out["cpu_ms_per_sample"] == 3.0 and out["cpu_ms_per_sample_range"] == [2.9, 3.5]
     assert out["gpu_util_percent"] is None and out["repeats"] == 3

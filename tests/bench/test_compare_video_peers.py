@@ -10,8 +10,8 @@ import pytest
 
 from bench.compare import peer_rows
 from bench.peers_video import VIDEO_PEERS, unavailable, video_peer_loader
+from dali_pipes.sample_data.sample_video import small_video_folder
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_video import small_video_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIPS = {"clip_length": 4, "stride": 2}

@@ -4,8 +4,8 @@ import numpy as np
 from PIL import Image
 
 from dali_pipes.formats.jpeg_scan import jpeg_size
-from dali_pipes.testing.sample_data import IMAGE_SIZE, image_dataset
-from dali_pipes.testing.sample_photos import fast_photo
+from dali_pipes.sample_data.sample_images import IMAGE_SIZE, image_dataset
+from dali_pipes.sample_data.sample_photos import fast_photo
 
 
 def test_sample_set_is_the_same_for_any_thread_count(tmp_path):

@@ -1,6 +1,6 @@
 """The built-in large-photo set: sizes, baseline and progressive files, cached."""
 from dali_pipes.formats.jpeg_scan import jpeg_size
-from dali_pipes.testing.sample_data import LARGE_SIDES, large_photo_dataset
+from dali_pipes.sample_data.sample_images import LARGE_SIDES, large_photo_dataset
 
 
 def test_large_photos_are_large_mixed_and_cached(tmp_path):

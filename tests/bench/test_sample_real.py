@@ -10,7 +10,12 @@ from PIL import Image
 from bench import compare
 from dali_pipes.formats.jpeg import as_view, read_header
 from dali_pipes.formats.jpeg_scan import jpeg_size
-from dali_pipes.testing.sample_real import REAL_SIDES, crop_box, default_sources, real_photo_crops
+from dali_pipes.sample_data.sample_real import (
+    REAL_SIDES,
+    crop_box,
+    default_sources,
+    real_photo_crops,
+)
 
 mpl = pytest.importorskip("matplotlib")
 GRACE = Path(mpl.get_data_path()) / "sample_data" / "grace_hopper.jpg"

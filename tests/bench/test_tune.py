@@ -60,10 +60,9 @@ def test_sweep_plan_keeps_hw_decoder_load_on_gpu():
 
 
 def test_write_preset_round_trips(tmp_path):
-    import dataclasses
 
-    from dali_pipes.pipelines.config import PipelineConfig
-    config = dataclasses.asdict(PipelineConfig(num_threads=3, antialias=False))
+    from dali_pipes.pipelines.config import PipelineConfig, config_values
+    config = config_values(PipelineConfig(num_threads=3, antialias=False))
     write_preset(tmp_path / "p.toml", config, "a comment\nsecond line")
     text = (tmp_path / "p.toml").read_text()
     assert text.startswith("# a comment") and "antialias = false" in text

@@ -1,6 +1,5 @@
 """tune.py's verdicts: the best of repeated runs, "within noise" when ranges overlap, and a
 preset holding only the keys the sweep measured."""
-import dataclasses
 
 from bench.tune import mark_best, noise_notes, preset_keys, write_preset
 
@@ -36,13 +35,13 @@ def test_a_single_value_has_no_runner_up():
 
 
 def test_preset_keys_are_the_measured_ones_plus_base_differences(tmp_path):
-    from dali_pipes.pipelines.config import PipelineConfig, load_config
-    config = dataclasses.asdict(PipelineConfig(num_threads=4))
+    from dali_pipes.pipelines.config import PipelineConfig, config_values, load_config
+    config = config_values(PipelineConfig(num_threads=4))
     report = {"best": {"config": config},
               "rows": [{"param": "num_threads", "value": 4},
                        {"param": "prefetch_factor", "value": None, "skipped": "..."}]}
     assert preset_keys(report) == ["num_threads"] and report["measured"] == ["num_threads"]
-    base = dataclasses.asdict(PipelineConfig(num_threads=4, antialias=False))
+    base = config_values(PipelineConfig(num_threads=4, antialias=False))
     report["best"]["config"] = base  # a base preset that is not the default
     keys = preset_keys(report)
     assert set(keys) == {"num_threads", "antialias"} and report["measured"] == ["num_threads"]

@@ -6,7 +6,7 @@ import numpy as np
 from PIL import Image
 
 from dali_pipes.formats.jpeg import read_header
-from dali_pipes.testing.sample_data import photo_like
+from dali_pipes.sample_data.sample_images import photo_like
 
 PIXELS = photo_like(np.random.default_rng(0), 75, 100)
 

@@ -10,7 +10,7 @@ import pytest
 
 from dali_pipes.formats import FormatError
 from dali_pipes.formats.coco import decode_masks, open_coco
-from dali_pipes.testing.sample_detection import write_detection_folder
+from dali_pipes.sample_data.sample_detection import write_detection_folder
 
 pytest.importorskip("pycocotools")
 

@@ -5,7 +5,7 @@ import pytest
 
 from dali_pipes.formats import open_envi, open_spe
 from dali_pipes.formats.cube import Cube
-from dali_pipes.testing.sample_hyperspectral import write_scene
+from dali_pipes.sample_data.sample_hyperspectral import write_scene
 
 pytest.importorskip("spectral")
 

@@ -3,7 +3,7 @@ import pytest
 
 from dali_pipes.formats import FormatError
 from dali_pipes.formats.jpeg_scan import jpeg_size
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
 
 
 @pytest.fixture(scope="module")

@@ -29,12 +29,13 @@ def record_epochs(config: dict) -> None:
     """For each backend: a loader on this worker's device, resumed from the loader states in
     `config["resume"]` (a ray.train.Checkpoint) when given; it runs whole epochs up to
     `config["epochs"]`, and the last one only `config["stop_after"]` batches when set.
-    Rank 0 then reports every backend's loader state in a checkpoint."""
+    Rank 0 then reports every backend's loader state in a checkpoint. `config["options"]`:
+    more make_loader options (a bucket's storage_options)."""
     import ray.train
     import ray.train.torch
 
     from torch_bridge import make_loader
-    from torch_bridge.integrations.ray import train_ranks
+    from torch_bridge.order.ray_ranks import train_ranks
 
     context = ray.train.get_context()
     rank = context.get_world_rank()
@@ -46,7 +47,8 @@ def record_epochs(config: dict) -> None:
         loader = make_loader("image", config["data"], backend=backend,
                              batch_size=config["batch_size"], size=16, seed=config["seed"],
                              device=ray.train.torch.get_device(),
-                             **loader_options(backend, config.get("workers", 0)))
+                             **loader_options(backend, config.get("workers", 0)),
+                             **config.get("options", {}))
         if backend in states:
             loader.load_state_dict(states[backend])
         record["backends"][backend] = {"plan": [loader.plan.rank, loader.plan.world_size],

@@ -15,8 +15,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local files only, never the
 datasets = pytest.importorskip("datasets")
 
 from dali_pipes.formats.errors import FormatError  # noqa: E402
+from dali_pipes.sample_data.tiny_data import write_image_folder  # noqa: E402
 from dali_pipes.sources.hf import HFImageSource  # noqa: E402
-from dali_pipes.testing.tiny_data import write_image_folder  # noqa: E402
+from dali_pipes.sources.protocol import STORED  # noqa: E402
 from torch_bridge import SampleError, make_loader  # noqa: E402
 
 OPTS = dict(batch_size=4, size=16, device="cpu")
@@ -102,9 +103,9 @@ def test_bytes_and_path_columns(folder, tmp_path):
                                                     for f in files]}, None)
     src = HFImageSource(paths, image_column="file")
     assert src.path(5) == str(files[5]) and src.classes == ["0", "1", "2"]
-    assert bytes(src.read(5)) == files[5].read_bytes()
+    assert bytes(src.read(5, STORED).data) == files[5].read_bytes()
     width, height = PIL.Image.open(files[5]).size
-    assert src.read_checked(5)[1] == (height, width)
+    assert src.read(5).size == (height, width)
 
 
 def test_resume_and_sharding(image_ds):
@@ -153,7 +154,7 @@ def test_rows_stay_memory_mapped(image_ds, folder):
     pickled = pickle.dumps(src)
     assert len(pickled) < sum(f.stat().st_size for f in _files(folder)) / 10
     clone = pickle.loads(pickled)
-    assert bytes(clone.read(3)) == bytes(src.read(3))
+    assert bytes(clone.read(3, STORED).data) == bytes(src.read(3, STORED).data)
     assert clone.listing_digest() == src.listing_digest()
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats.errors import FormatError
-from dali_pipes.testing.sample_data import encode_jpeg
+from dali_pipes.sample_data.sample_images import encode_jpeg
 from torch_bridge import make_loader
 
 datasets = pytest.importorskip("datasets")

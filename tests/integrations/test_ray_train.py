@@ -1,7 +1,8 @@
 """make_loader inside Ray Train, on a real local Ray (CPU workers), both backends.
 
 One Ray instance serves the module (`local_ray`: 2 CPUs, its servers on 127.0.0.1 only,
-stopped at the end), and every Ray test is in this module. pytest-xdist's worksteal may
+stopped at the end), and every Ray test of make_loader is in this module (the pack tool's
+are in tests/test_pack_ray.py, with the same fixture). pytest-xdist's worksteal may
 still hand some of them to a second worker, which then starts an instance of its own: Ray
 picks free ports, each instance has its own temporary folder, and `address="local"` never
 joins another one.
@@ -11,7 +12,10 @@ rank 0 saving both backends' loader states in a `ray.train.Checkpoint`; then 1 w
 handed that checkpoint through `train_loop_config`, finishing the epoch. The training
 functions are in ray_train_loops.py (Ray's workers import it). A test of another kind of
 data (object storage read inside the trainer) adds its server fixture beside `tiny_images`
-and its training function in ray_train_loops.py, and reuses `local_ray` and `fit`.
+and its training function in ray_train_loops.py, and reuses `local_ray` and `fit`: the S3
+test packs `tiny_images` on this Ray from a bucket into a bucket (moto's S3 on 127.0.0.1,
+`moto_s3`) and trains on those shards, read from the bucket inside each worker (through
+`record_epochs` with the bucket's loader options).
 """
 from __future__ import annotations
 
@@ -31,8 +35,8 @@ import pytest
 import torch_bridge
 from tests.conftest import BACKENDS, write_image_folder
 from tests.integrations import ray_train_loops
-from torch_bridge.integrations.ray import train_ranks
 from torch_bridge.order.plan import EpochPlan
+from torch_bridge.order.ray_ranks import train_ranks
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("ray") is None,
@@ -88,6 +92,14 @@ def tiny_images(tmp_path_factory) -> Path:
                               n_classes=2)
 
 
+@pytest.fixture(scope="module")
+def moto_s3():
+    """moto's S3 server on 127.0.0.1 (tests/stores/servers.py), reached by Ray's workers."""
+    from tests.stores.servers import MotoS3
+    with MotoS3() as server:
+        yield server
+
+
 def fit(tmp: Path, name: str, train_loop, config: dict, *, workers: int, trainer=None):
     """One Ray Train run of `train_loop` on `workers` CPU workers (TorchTrainer unless
     `trainer` is given); -> (its Result, each worker's record by world rank)."""
@@ -127,6 +139,38 @@ def test_torch_trainer_shards_by_rank_and_resumes_on_one_worker(local_ray, tiny_
     for backend in BACKENDS:
         _check_shares(two, backend)
         _check_exactly_once(two, one[0]["backends"][backend], backend)
+
+
+@pytest.mark.slow
+def test_shards_packed_on_ray_train_from_s3_and_resume_on_one_worker(local_ray, moto_s3,
+                                                                     tiny_images, tmp_path):
+    """`tiny_images` packed on Ray from a bucket into a bucket (`engine="ray"`), their
+    labels the folder's; a TorchTrainer of 2 workers reads the shards from the bucket (DALI
+    backend, the block cache and shard indexes under tmp_path), rank 0 checkpoints one batch
+    into epoch 1, and 1 worker resumes: every sample of that epoch exactly once."""
+    from dali_pipes.pack import PackRun, pack
+    from dali_pipes.sources.image import ImageFolderSource
+    from dali_pipes.sources.shards import ShardSource
+    from dali_pipes.stores.remote import FsspecStore
+
+    src = moto_s3.put_tree(tiny_images, "train", "images")
+    manifest = pack(src, "s3://train/shards", shard_size=8_000, progress=False,
+                    run=PackRun(engine="ray", storage_options=moto_s3.options))
+    assert manifest["shards_total"] > 2
+    store = FsspecStore(storage_options=moto_s3.options, cache_dir=str(tmp_path / "cache"))
+    assert ShardSource("s3://train/shards/", store=store).labels.tolist() == \
+        ImageFolderSource(tiny_images).labels.tolist()
+    config = {"data": "s3://train/shards/", "backends": ["dali"], "batch_size": BATCH,
+              "seed": SEED, "epochs": 2,
+              "options": {"storage_options": moto_s3.options,
+                          "cache_dir": str(tmp_path / "cache")}}
+    first, two = fit(tmp_path, "s3_two_workers", ray_train_loops.record_epochs,
+                     {**config, "stop_after": STOP_AFTER, "workers": 1}, workers=2)
+    assert first.checkpoint is not None
+    _, one = fit(tmp_path, "s3_one_worker", ray_train_loops.record_epochs,
+                 {**config, "resume": first.checkpoint}, workers=1)
+    _check_shares(two, "dali")
+    _check_exactly_once(two, one[0]["backends"]["dali"], "dali")
 
 
 def _check_shares(two: dict, backend: str) -> None:
@@ -199,7 +243,7 @@ def test_train_ranks_declines_ray_train_1():
     """Ray Train 1 answers rank 0 of 1 outside a training function, with a warning: it is not
     asked (a fresh process, where ray.train loads as Ray Train 1; warnings are errors)."""
     code = ("import warnings; warnings.simplefilter('error'); import ray.train; "
-            "from torch_bridge.integrations.ray import train_ranks; "
+            "from torch_bridge.order.ray_ranks import train_ranks; "
             "assert train_ranks() is None; print('declined')")
     env = {**os.environ, **RAY_ENV, "RAY_TRAIN_V2_ENABLED": "0",
            "PYTHONPATH": str(REPO)}

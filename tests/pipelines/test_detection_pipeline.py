@@ -7,7 +7,7 @@ import pytest
 
 from dali_pipes.pipelines.config import PipelineConfig, available_presets, load_config
 from dali_pipes.pipelines.detection import build_detection_pipeline, outputs
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
 from tests.pipelines.graph import decodes_on_gpu, output_devices
 
 

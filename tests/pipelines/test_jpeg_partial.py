@@ -22,8 +22,8 @@ from dali_pipes.formats.jpeg_scale import dct_factors, decode_scaled, scaled_box
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import build_image_pipeline
 from dali_pipes.pipelines.jpeg_partial import Finish, decode_crop_resize, partial_decode_applies
-from dali_pipes.recipes import ImageRecipe
-from dali_pipes.testing.sample_data import photo_like
+from dali_pipes.recipes import Crop, ImageRecipe, Output
+from dali_pipes.sample_data.sample_images import photo_like
 from tests.conftest import undefined_quant_table
 from tests.pipelines.graph import graph_ops
 
@@ -181,9 +181,10 @@ def test_the_fused_flip_and_normalisation_equal_crop_mirror_normalize(layout, no
 
 @pytest.mark.parametrize("recipe,fused", [
     (ImageRecipe(size=(16, 16)), True),
-    (ImageRecipe(size=(16, 16), memory_format="channels_last", dtype="uint8"), True),
-    (ImageRecipe(size=(16, 16), dtype="float16"), False),
-    (ImageRecipe(size=(16, 16), vflip=0.5), False)])
+    (ImageRecipe(size=(16, 16), output=Output(memory_format="channels_last", dtype="uint8")),
+     True),
+    (ImageRecipe(size=(16, 16), output=Output(dtype="float16")), False),
+    (ImageRecipe(size=(16, 16), crop=Crop(vflip=0.5)), False)])
 def test_the_graph_fuses_the_normalisation_only_when_nothing_comes_between(recipe, fused):
     pipe = build_image_pipeline(device="cpu", batch_size=2, size=16, config=CONFIG,
                                 recipe=recipe)

@@ -18,7 +18,7 @@ from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.image import build_image_pipeline
 from dali_pipes.recipes import image_recipe
 from dali_pipes.recipes.photometric_graph import adjust_mask, fused_photometric_applies, photometric
-from dali_pipes.testing.sample_data import photo_like
+from dali_pipes.sample_data.sample_images import photo_like
 
 pytestmark = pytest.mark.parametrize("fused", [True])
 # the operator's steps: as the graph runs them (8 lanes where built with AVX2, the rest
@@ -63,7 +63,7 @@ def _torchvision(image, row, recipe):
     with the float32 row's factors (as the loader passes them; 1 - factor then matches the
     operator's)."""
     from torch_bridge.recipes.photometric import apply_photometric
-    assert recipe.blur == 0
+    assert recipe.photometric.blur == 0
     t = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
     return apply_photometric(t, np.asarray(row, np.float32), 0.0, recipe).permute(1, 2, 0).numpy()
 

@@ -5,7 +5,7 @@ import pytest
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.jpeg_scale import dct_factors, decode_scaled, scaled_boxes
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
 
 pytest.importorskip("simplejpeg")
 

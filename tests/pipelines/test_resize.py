@@ -12,7 +12,7 @@ from nvidia.dali import Pipeline
 
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.resize import fused_resize_applies, resize
-from dali_pipes.testing.sample_data import photo_like
+from dali_pipes.sample_data.sample_images import photo_like
 
 pytestmark = pytest.mark.parametrize("fused", [True])
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dali_pipes.clip_crops import clip_windows, source_roi
+from dali_pipes.geometry.clip_crops import clip_windows, source_roi
 from dali_pipes.pipelines.config import PipelineConfig
 from dali_pipes.pipelines.fusion import build_fusion_pipeline
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
@@ -15,9 +15,10 @@ from dali_pipes.pipelines.video_frames import (
     clip_lengths,
     padding_mask,
 )
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
+from dali_pipes.sample_data.sample_video import small_video_folder
+from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
-from dali_pipes.testing.sample_video import small_video_folder
 from tests.pipelines.graph import decodes_on_gpu, output_devices
 
 MEAN = np.array(IMAGENET_MEAN, np.float32)[:, None, None] * 255
@@ -34,10 +35,10 @@ def _feeds(source, samples, mirror):
     """samples: (index, frame indices, decode in DALI?)."""
     feeds = {name: [] for name in ("video", "decoded", "start_frame")}
     for index, frames, in_dali in samples:
-        segment, start = source.read_segment(index, frames) if in_dali else (None, 0)
+        segment, start = source.read(index, ClipRead(frames)) if in_dali else (None, 0)
         feeds["video"].append(segment if in_dali else np.zeros(1, np.uint8))
         feeds["decoded"].append(np.zeros((1, 1, 1, 3), np.uint8) if in_dali
-                                else source.decode_clip(index, frames))
+                                else source.read(index, DecodedClipRead(frames)))
         feeds["start_frame"].append(start)
     n = len(samples)
     feeds.update(use_dali=np.array([s[2] for s in samples]),
@@ -107,7 +108,7 @@ def test_cpu_graph_decodes_a_vp9_segment_like_pyav(source):
     assert frames_out.shape == (2, 6, 3, 48, 64) and frames_out.dtype == np.float32
     np.testing.assert_array_equal(ts[0], source.timestamps(1, frames))
     pixels = frames_out * STD + MEAN
-    expected = source.decode_clip(1, frames).transpose(0, 3, 1, 2).astype(np.float32)
+    expected = source.read(1, DecodedClipRead(frames)).transpose(0, 3, 1, 2).astype(np.float32)
     assert np.abs(pixels[0] - expected).mean() < 3.0  # DALI's YUV->RGB differs slightly
     np.testing.assert_allclose(pixels[1], expected[..., ::-1], atol=1e-3)  # flipped PyAV
 
@@ -149,7 +150,8 @@ def test_variable_clips_are_padded_to_the_longest_decoded_one(source):
     for row, (index, clip, _) in enumerate(samples):
         n = len(clip)
         np.testing.assert_array_equal(ts[row, :n], source.timestamps(index, clip))
-        expected = source.decode_clip(index, clip).transpose(0, 3, 1, 2).astype(np.float32)
+        expected = source.read(index, DecodedClipRead(clip)).transpose(0, 3, 1, 2)
+        expected = expected.astype(np.float32)
         assert np.abs(frames[row, :n] * STD + MEAN - expected).mean() < 3.0
     assert len(VARIABLE_OUTPUTS) == 4
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dali_pipes.sources.image import ImageFolderSource
+from dali_pipes.sources.protocol import STORED
 
 
 def write_shards(folder: Path, out: Path, *, per_shard: int = 4, label_ext: str = "cls",
@@ -29,6 +30,6 @@ def write_shards(folder: Path, out: Path, *, per_shard: int = 4, label_ext: str 
         for i in range(len(source)):
             label = int(source.labels[i])
             ext = Path(source.path(i)).suffix.lower().lstrip(".")
-            writer.write({"__key__": f"sample{i:06d}", ext: bytes(source.read(i)),
+            writer.write({"__key__": f"sample{i:06d}", ext: bytes(source.read(i, STORED).data),
                           label_ext: label if label_ext == "cls" else {"label": label}})
     return out

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from dali_pipes.sample_data.sample_hyperspectral import write_scene
 from dali_pipes.sources.hyperspectral import HyperspectralSource
-from dali_pipes.testing.sample_hyperspectral import write_scene
 
 pytest.importorskip("spectral")
 
@@ -21,4 +21,4 @@ def test_a_descending_scene_gets_the_same_channel_order(tmp_path, kind):
     np.testing.assert_allclose(src.wavelengths(0), src.wavelengths(1))
     assert np.all(np.diff(src.wavelengths(1)) > 0)
     first_b = int(np.flatnonzero(src.scene_ids == 1)[0])
-    np.testing.assert_array_equal(src.read_patch(0), src.read_patch(first_b))
+    np.testing.assert_array_equal(src.read(0), src.read(first_b))

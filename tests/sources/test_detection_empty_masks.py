@@ -9,9 +9,9 @@ import pytest
 
 from dali_pipes.formats.coco import decode_masks
 from dali_pipes.pack import pack
+from dali_pipes.sample_data.sample_detection import tiny
 from dali_pipes.sources.detection import DetectionSource
 from dali_pipes.sources.detection_shards import DetectionShardSource
-from dali_pipes.testing.sample_detection import tiny
 from torch_bridge import make_loader
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats import FormatError
+from dali_pipes.sample_data.sample_detection import write_detection_folder
 from dali_pipes.sources.detection import DetectionSource
-from dali_pipes.testing.sample_detection import write_detection_folder
 
 pytest.importorskip("pycocotools")
 
@@ -63,7 +63,7 @@ def test_header_size_must_match_the_annotation_file(folder, tmp_path):
     next(im for im in doc["images"] if im["id"] == 20)["height"] += 1  # no annotations
     (copy / "instances.json").write_text(json.dumps(doc))
     with pytest.raises(FormatError, match=r"img_0001\.jpg: image size: differs"):
-        DetectionSource(copy).read_checked(1)
+        DetectionSource(copy).read(1)
 
 
 def test_annotations_relative_to_each_folder_and_digest_tracks_the_file(folder, tmp_path):

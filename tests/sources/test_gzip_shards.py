@@ -60,8 +60,8 @@ def test_lists_patterns_and_folders_of_gzip_shards_are_refused(shards):
 
 def test_a_folder_with_other_files_beside_a_gzip_archive_is_not_taken_for_shards(tmp_path):
     """A detection images folder holding a downloaded archive is still an images folder."""
+    from dali_pipes.sample_data.sample_detection import tiny
     from dali_pipes.sources.shard_names import is_shard_data
-    from dali_pipes.testing.sample_detection import tiny
     images = tiny(tmp_path / "det", 1)
     _write_gzip_shard(images / "download.tar.gz")
     assert not is_shard_data(images)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats import FormatError
+from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder, write_scene
 from dali_pipes.sources.hyperspectral import HyperspectralSource, patch_augment
-from dali_pipes.testing.sample_hyperspectral import small_scene_folder, write_scene
 
 pytest.importorskip("spectral")
 
@@ -50,7 +50,7 @@ def test_patches_equal_numpy_reflect_padding_everywhere(scenes, p):
     for index in range(len(src)):
         scene_id = int(src.scene_ids[index])
         y, x = src.positions[index]
-        got = src.read_patch(index)
+        got = src.read(index)
         assert got.shape == (12, p, p) and got.dtype == src.dtype and got.flags.c_contiguous
         np.testing.assert_array_equal(got, _expected(scenes[scene_id], y, x, p))
 
@@ -59,7 +59,7 @@ def test_band_indices_and_wavelength_ranges(scenes):
     src = HyperspectralSource(_folder(scenes), bands=[11, 0, 4])
     index = int(np.flatnonzero(src.scene_ids == 2)[0])  # the SPE scene
     y, x = src.positions[index]
-    np.testing.assert_array_equal(src.read_patch(index), _expected(scenes[2], y, x, 9, [11, 0, 4]))
+    np.testing.assert_array_equal(src.read(index), _expected(scenes[2], y, x, 9, [11, 0, 4]))
     by_range = HyperspectralSource(_folder(scenes), bands=(480.0, 720.0))
     assert [s.band_indices for s in by_range.scenes] == [[2, 3, 4, 5, 6]] * 3
     np.testing.assert_allclose(by_range.wavelengths(1), [505, 555, 605, 655, 705])
@@ -123,13 +123,13 @@ def test_complex_cube_and_empty_folders_are_refused(tmp_path):
 
 def test_pickles_and_reopens_per_process(scenes):
     src = HyperspectralSource(_folder(scenes))
-    first = src.read_patch(3)
+    first = src.read(3)
     assert src._cubes  # opened lazily, kept for this process
     clone = pickle.loads(pickle.dumps(src))
     assert clone._cubes == {}
-    np.testing.assert_array_equal(clone.read_patch(3), first)
+    np.testing.assert_array_equal(clone.read(3), first)
     src._pid = -1  # as seen from a forked child
-    np.testing.assert_array_equal(src.read_patch(3), first)
+    np.testing.assert_array_equal(src.read(3), first)
     src.close()
     assert src._cubes == {}
 
@@ -139,7 +139,7 @@ def test_changed_file_is_detected_when_reopened(scenes, tmp_path):
     write_scene(_folder(scenes), "a", np.ones((20, 24, 11), np.int16), scenes[0]["labels"],
                 None)
     with pytest.raises(FormatError, match="changed since"):
-        src.read_patch(0)
+        src.read(0)
 
 
 def test_band_stats_over_sampled_lines(scenes):
@@ -168,7 +168,7 @@ def test_band_stats_for_a_cuda_device_equal_the_cpu_ones(scenes):
 @pytest.mark.gpu
 def test_band_stats_run_on_cupy_with_a_gpu(scenes):
     cupy = pytest.importorskip("cupy")
-    from dali_pipes.bands import array_module
+    from dali_pipes.geometry.bands import array_module
     assert array_module("cuda:0") is cupy
     src = HyperspectralSource(_folder(scenes))
     for scene in range(3):

@@ -11,7 +11,7 @@ def test_listing_order_labels_and_reads(image_folder):
     assert len(src) == 37 and src.classes == ("class_0", "class_1", "class_2")
     assert list(src.files) == sorted(src.files)
     assert src.labels.dtype == np.int64 and set(src.labels.tolist()) == {0, 1, 2}
-    data, (h, w) = src.read_checked(0)
+    data, (h, w) = src.read(0)
     assert data.dtype == np.uint8 and (h, w) == (90, 120)
 
 
@@ -47,12 +47,12 @@ def test_missing_empty_and_flat_folders(tmp_path):
         ImageFolderSource(tmp_path / "noimg")
 
 
-def test_read_checked_rejects_non_jpeg(tmp_path):
+def test_checked_read_rejects_non_jpeg(tmp_path):
     root = write_image_folder(tmp_path / "d", n_images=1, n_classes=1)
     (root / "class_0" / "zz.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
     src = ImageFolderSource(root)
     with pytest.raises(FormatError, match="zz.png"):
-        src.read_checked(1)
+        src.read(1)
 
 
 # A mixed folder with EXIF orientations, transparency and JPEG 2000 ----------------------

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from dali_pipes.sample_data.tiny_data import write_image_folder
 from dali_pipes.sources.folders import list_class_folders
 from dali_pipes.sources.image import IMAGE_EXTENSIONS, ImageFolderSource
 from dali_pipes.sources.links import INSIDE, REPEATED
-from dali_pipes.testing.tiny_data import write_image_folder
 
 
 @pytest.fixture
@@ -108,8 +108,8 @@ def test_the_image_source_on_a_linked_root(root, tmp_path):
 
 
 def test_a_scene_linked_to_another_is_listed_once(tmp_path):
+    from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
     from dali_pipes.sources.hyperspectral import list_scene_files
-    from dali_pipes.testing.sample_hyperspectral import small_scene_folder
     folder = small_scene_folder(tmp_path / "scenes")[0]["path"].parent
     scenes = list_scene_files(folder)
     first = Path(scenes[0][0])

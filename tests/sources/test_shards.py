@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats.errors import FormatError
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
+from dali_pipes.sources.protocol import STORED
 from dali_pipes.sources.shard_names import expand_braces, is_shard_data, shard_sources
 from dali_pipes.sources.shards import ShardSource
 from dali_pipes.stores.tar_index import load_index
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from torch_bridge import SampleError, make_loader
 
 
@@ -55,7 +56,7 @@ def test_listing_labels_paths_and_sources(tmp_path):
     source = ShardSource(one)
     assert len(source) == 5 and source.labels.tolist() == [0, 1, 2, 0, 1]
     assert source.path(3) == f"{one / 'b.tar'}:k0003.jpg"
-    assert source.read(4).tobytes() == _jpeg(4)
+    assert source.read(4, STORED).data.tobytes() == _jpeg(4)
     assert not source.multi_source and source.classes == ("0", "1", "2")
     both = ShardSource([one, two])
     assert both.multi_source and both.source_ids.tolist() == [0] * 5 + [1]
@@ -90,7 +91,7 @@ def test_shard_changed_after_indexing_is_an_error_naming_shard_and_member(tmp_pa
     _write(shard, [{"__key__": "other", "jpg": _jpeg(9) * 2, "cls": 0}] + _samples(2))
     with pytest.raises(FormatError, match=re.escape(f"{shard}: member k0000.jpg: the shard "
                                                     "changed after it was indexed")):
-        source.read(0)
+        source.read(0, STORED)
 
 
 def test_member_without_label_is_a_sample_error_or_a_skip(tmp_path):
@@ -125,9 +126,9 @@ def test_truncated_shard_warns_and_its_cut_member_fails_by_name(tmp_path):
     with pytest.warns(UserWarning, match="truncated shard"):
         source = ShardSource(shard)
     assert len(source) == 3
-    assert source.read(1).tobytes() == _jpeg(1)
+    assert source.read(1, STORED).data.tobytes() == _jpeg(1)
     with pytest.raises(FormatError, match=r"a\.tar: member k0002\.jpg: truncated shard"):
-        source.read(2)
+        source.read(2, STORED)
 
 
 def test_a_file_that_is_no_tar_is_named(tmp_path):

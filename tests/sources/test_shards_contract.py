@@ -1,4 +1,4 @@
-"""The loader contract (tests/torch_bridge/contract.py) on WebDataset shards, both backends,
+"""The loader contract (torch_bridge.testing.loader_contract) on WebDataset shards, both backends,
 and shards against the same images in a folder: same batches, exactly."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import TinyData
 from tests.sources.shard_data import write_shards
-from tests.torch_bridge.contract import LoaderContract, assert_same, copies
+from torch_bridge.testing.loader_contract import LoaderContract, assert_same, copies
 
 
 def _garble_member(modality, index: int) -> None:

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats.errors import FormatError
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
+from dali_pipes.sources.protocol import STORED
 from dali_pipes.sources.shards import ShardSource
 from dali_pipes.stores.tar_index import load_index
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from torch_bridge import make_loader
 
 KEYS = ["ünïcode/日本", "plain", "d" * 120 + "/long", "é" * 60]  # the last: 120 bytes
@@ -56,14 +57,15 @@ def test_non_ascii_and_long_member_names_are_read(tmp_path, writer):
     source = ShardSource(str(shard))
     assert [source.member(i) for i in range(len(source))] == [f"{k}.jpg" for k in KEYS]
     for i in range(len(KEYS)):
-        assert source.read(i).tobytes() == _jpeg(i)
+        assert source.read(i, STORED).data.tobytes() == _jpeg(i)
     assert source.labels.tolist() == [0, 1, 2, 3]
 
 
 def test_ustar_prefix_names_are_read(tmp_path):
     keys = ["d" * 120 + "/long", "plain"]
     source = ShardSource(str(_tarfile_shard(tmp_path / "a.tar", tarfile.USTAR_FORMAT, keys)))
-    assert source.read(0).tobytes() == _jpeg(0) and source.read(1).tobytes() == _jpeg(1)
+    assert source.read(0, STORED).data.tobytes() == _jpeg(0) \
+        and source.read(1, STORED).data.tobytes() == _jpeg(1)
 
 
 def test_non_ascii_names_from_a_wds2idx_index_are_read(tmp_path):
@@ -73,7 +75,7 @@ def test_non_ascii_names_from_a_wds2idx_index_are_read(tmp_path):
                    capture_output=True)
     assert (tmp_path / "a.idx").is_file()
     source = ShardSource(str(shard))
-    assert [source.read(i).tobytes() for i in range(4)] == [_jpeg(i) for i in range(4)]
+    assert [source.read(i, STORED).data.tobytes() for i in range(4)] == [_jpeg(i) for i in range(4)]
 
 
 @pytest.mark.parametrize("writer", ["pax", "gnu"])
@@ -85,7 +87,7 @@ def test_a_shard_rewritten_with_other_long_names_is_caught(tmp_path, writer):
                    renamed)
     for i in (0, 2):
         with pytest.raises(FormatError, match="changed after it was indexed"):
-            source.read(i)
+            source.read(i, STORED)
 
 
 def test_json_labels_with_long_captions_are_read_on_both_backends(tmp_path, backend):
@@ -111,8 +113,8 @@ def test_a_label_member_over_the_bound_is_an_error_naming_it(tmp_path):
     source = ShardSource(str(tmp_path / "a.tar"))
     with pytest.raises(FormatError, match=r"member big\.jpg: label member big\.json is "
                                           r"larger than 16 MiB"):
-        source.read(0)
-    assert source.read(1).tobytes() == _jpeg(1)
+        source.read(0, STORED)
+    assert source.read(1, STORED).data.tobytes() == _jpeg(1)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "other arrays"])

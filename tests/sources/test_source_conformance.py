@@ -1,33 +1,25 @@
-"""Every registered kind's source satisfies the Source seam (dali_pipes.sources.protocol):
-the listing members the loader, the samplers and the tools use, and nothing else."""
+"""Every registered kind's source passes the Source conformance suite
+(dali_pipes.testing.source_tests): the listing members the loader, the samplers and the
+tools use, and the one declared read, whose result each data kind's protocol types."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dali_pipes.sources.protocol import Source
+from dali_pipes.testing.source_tests import SourceTests
 from tests.conftest import MODALITY_KINDS
+from torch_bridge import registry
 
 
-@pytest.mark.parametrize("kind", MODALITY_KINDS)
-def test_every_source_is_a_source(tiny_data, kind):
-    tiny = tiny_data(kind)
-    loader = tiny.loader("torch")
-    source = loader._engine.modality.source
-    assert isinstance(source, Source)
-    n = len(source)
-    assert n > 0 and source.labels.dtype == np.int64 and source.source_ids.dtype == np.int64
-    assert len(source.labels) == len(source.source_ids) == n
-    assert (source.labels >= 0).all() and (source.source_ids == 0).all()
-    for i in (0, n - 1):
-        assert isinstance(source.path(i), str) and source.path(i)
-    again = tiny.loader("torch")._engine.modality.source
-    assert source.listing_digest() == again.listing_digest()  # a function of the listing
-    if hasattr(source, "classes"):  # detection: len(classes) marks an image without boxes
-        assert len(source.classes) >= int(source.labels.max()) + (kind != "detection")
-    source.close()
-    source.close()  # closing twice is harmless
-    loader.close()
+class TestEveryRegisteredSource(SourceTests):
+    @pytest.fixture(params=MODALITY_KINDS)
+    def make_source(self, request, tiny_data):
+        """The source of the kind's modality over its tiny data, made as make_loader makes
+        it (the kind's own small options)."""
+        tiny = tiny_data(request.param)
+        spec = registry.get(tiny.modality)
+        options = {k: v for k, v in tiny.options.items() if k in spec.options()}
+        return lambda: spec.create(tiny.one, seed=0, device="cpu", options=options).source
 
 
 def test_two_folders_number_their_sources(tiny_data):

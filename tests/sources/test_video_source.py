@@ -9,8 +9,9 @@ import pytest
 
 from dali_pipes.formats import FormatError
 from dali_pipes.formats.video import decode_frames_pyav, probe_video, remux_segment
+from dali_pipes.sample_data.sample_video import small_video_folder
+from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_video import small_video_folder
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +64,12 @@ def test_segment_holds_the_clip_from_its_keyframe(folder):
     src = VideoFolderSource(folder, clip_length=4, stride=3)
     index = next(i for i in range(len(src)) if src.info(i).frame_count == 40)
     frames = np.array([25, 28, 31, 34])
-    segment, start = src.read_segment(index, frames)
+    segment, start = src.read(index, ClipRead(frames))
     key = src.info(index).keyframe_at_or_before(25)
     assert key == 24 and start == 1
     decoded = _decode_bytes(segment)
     assert len(decoded) == 34 - key + 1
-    np.testing.assert_array_equal(decoded[frames - key], src.decode_clip(index, frames))
+    np.testing.assert_array_equal(decoded[frames - key], src.read(index, DecodedClipRead(frames)))
 
 
 def test_timestamps_follow_the_probe(folder):
@@ -97,8 +98,8 @@ def test_bad_options_and_bad_files(tmp_path, folder):
         src.info(0)
 
 
-def test_decode_clip_matches_decode_frames_pyav(folder):
+def test_decoded_read_matches_decode_frames_pyav(folder):
     src = VideoFolderSource(folder)
     frames = np.array([5, 6, 7, 7])
-    np.testing.assert_array_equal(src.decode_clip(1, frames),
+    np.testing.assert_array_equal(src.read(1, DecodedClipRead(frames)),
                                   decode_frames_pyav(src.path(1), frames)[0])

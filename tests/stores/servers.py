@@ -135,14 +135,32 @@ class MotoS3:
     def __exit__(self, *exc):
         self.server.stop()
 
-    def upload(self, folder: Path, bucket: str, prefix: str) -> str:
-        """Put the `.tar` files of `folder` under s3://bucket/prefix/; return that URL."""
+    def client(self):
+        """A boto3 S3 client of this server."""
         import boto3
-        import s3fs
-        client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def bucket(self, bucket: str):
+        """A boto3 client, with `bucket` created when it was not there."""
+        client = self.client()
         if bucket not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
             client.create_bucket(Bucket=bucket)
+        return client
+
+    def put_tree(self, folder: Path, bucket: str, prefix: str) -> str:
+        """Put every file under `folder` at s3://bucket/prefix/<its relative path>; return
+        that URL."""
+        client = self.bucket(bucket)
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            client.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(folder)}",
+                              Body=path.read_bytes())
+        return f"s3://{bucket}/{prefix}/"
+
+    def upload(self, folder: Path, bucket: str, prefix: str) -> str:
+        """Put the `.tar` files of `folder` under s3://bucket/prefix/; return that URL."""
+        import s3fs
+        self.bucket(bucket)
         fs = s3fs.S3FileSystem(**self.options, skip_instance_cache=True)
         for shard in sorted(folder.glob("*.tar")):
             fs.put_file(str(shard), f"{bucket}/{prefix}/{shard.name}")

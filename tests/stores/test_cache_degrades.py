@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dali_pipes.sources.protocol import STORED
 from dali_pipes.stores.remote import FsspecStore
 from tests.stores.servers import RangeServer, served_file
 
@@ -101,6 +102,6 @@ def test_shards_load_when_the_cache_dir_cannot_be_made(tmp_path):
         warnings.simplefilter("always")
         source = ShardSource(f"{server.url}/a.tar",
                              store=FsspecStore(cache_dir=str(tmp_path / "a-file" / "cache")))
-        assert [source.read(i).tobytes() for i in range(3)] == [bytes([i]) * 5000
+        assert [source.read(i, STORED).data.tobytes() for i in range(3)] == [bytes([i]) * 5000
                                                                for i in range(3)]
     assert len([x for x in w if "block cache cannot be written" in str(x.message)]) == 1

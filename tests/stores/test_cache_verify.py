@@ -15,8 +15,8 @@ from dali_pipes.stores.remote import FsspecStore
 from tests.sources.shard_data import write_shards
 from tests.stores.proxy import Proxy
 from tests.stores.servers import RangeServer
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import make_loader
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 BLOB = np.random.default_rng(7).integers(0, 256, 1000, dtype=np.uint8)
 

@@ -16,7 +16,7 @@ from dali_pipes.pack import pack
 from tests.conftest import MODALITY_KINDS
 from tests.stores.servers import MotoS3, RangeServer
 from tests.stores.user_stores import DictStore, MountedStore, copy_tree
-from tests.torch_bridge.contract import assert_same, copies
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 KINDS = MODALITY_KINDS
 # Kinds whose files stay files (the pack tool refuses them: the reason), and the files a list

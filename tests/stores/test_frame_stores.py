@@ -16,15 +16,16 @@ from dali_pipes.formats.errors import FormatError
 from dali_pipes.pack import pack
 from dali_pipes.sources.frame_data import is_frame_data
 from dali_pipes.sources.frame_stores import FrameShardSource, RemoteFrameFolderSource
+from dali_pipes.sources.protocol import ClipRead
 from dali_pipes.sources.video_frames import FrameFolderSource
 from dali_pipes.stores.remote import FsspecStore
 from tests.conftest import TinyData
 from tests.stores.servers import MotoS3, RangeServer
 from tests.stores.test_s3_folders import _upload
 from tests.torch_bridge import test_video_frames
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import SampleError, make_loader
 from torch_bridge.modalities.video_frames import FrameFolderModality
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +123,8 @@ def test_sources_list_the_local_clips_labels_and_timestamps(served, s3):
         for i in range(len(local)):
             assert (source.all_timestamps(i) == local.all_timestamps(i)).all()
             frames = np.array([0, 3, 3])
-            assert [j.tobytes() for j in source.read_jpegs(i, frames)] == \
-                [j.tobytes() for j in local.read_jpegs(i, frames)]
+            assert [j.tobytes() for j in source.read(i, ClipRead(frames)).data] == \
+                [j.tobytes() for j in local.read(i, ClipRead(frames)).data]
     assert FrameShardSource(served["local shards"]).classes == local.classes  # the manifest
 
 
@@ -178,4 +179,4 @@ def test_a_shard_sample_without_a_frame_names_the_member(served, tmp_path):
     source = FrameShardSource(served["local shards"], clip_length=4)
     source._frames[0].pop(2)
     with pytest.raises(FormatError, match=r"shard-000000\.tar:000000000/frame_000002\.jpg"):
-        source.read_jpegs(0, np.array([0, 2]))
+        source.read(0, ClipRead(np.array([0, 2])))

@@ -10,7 +10,7 @@ import pytest
 from dali_pipes.stores.remote import FsspecStore, StoreError
 from tests.sources.shard_data import write_shards
 from tests.stores.servers import RangeServer
-from tests.torch_bridge.contract import assert_same, copies
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 
 @pytest.fixture

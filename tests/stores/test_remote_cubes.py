@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
 from dali_pipes.sources.hyperspectral import HyperspectralSource
 from dali_pipes.stores.remote import FsspecStore, StoreError
 from dali_pipes.stores.remote_read import ObjectChanged
-from dali_pipes.testing.sample_hyperspectral import small_scene_folder
 from tests.stores.servers import MotoS3, RangeServer
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import make_loader
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 SCENES = ("a.hdr", "b.hdr", "c.spe")
 
@@ -70,7 +70,7 @@ def test_http_scene_urls_read_only_the_windows(scenes):
         assert len(source) == len(local)
         picks = range(0, len(local), 11)
         for i in picks:
-            np.testing.assert_array_equal(source.read_patch(i), local.read_patch(i))
+            np.testing.assert_array_equal(source.read(i), local.read(i))
         for name in ("a.labels.npy", "b.labels.npy", "c.labels.npy"):
             assert server.requests[name] == 2  # one stat, one read: once for the source
         # one range per line of the window (BIL) or per band (BSQ), never the whole file
@@ -98,7 +98,7 @@ def test_a_cube_cut_after_the_listing_is_an_error_naming_the_object(scenes, tmp_
         last_b = int(np.flatnonzero(source.scene_ids == 1)[-1])
         with pytest.raises(ObjectChanged, match=re.escape(f"{server.url}/b.img") +
                            r": the object changed since it was listed"):
-            source.read_patch(last_b)
+            source.read(last_b)
 
 
 def test_on_error_skip_leaves_out_the_bad_scene_only(scenes, tmp_path, backend):
@@ -122,4 +122,4 @@ def test_a_dead_server_fails_within_the_retries(scenes):
     # a refused connection is permanent: not retried (docs/data_sources.md, retries)
     with pytest.raises(StoreError, match=r"a\.img: read of bytes \d+\.\.\d+ failed after 1 "
                        r"attempt"):
-        source.read_patch(0)
+        source.read(0)

@@ -12,14 +12,14 @@ import pytest
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.pack import pack
+from dali_pipes.sample_data.sample_detection import CATEGORIES, tiny
 from dali_pipes.sources.detection import DetectionSource
 from dali_pipes.sources.detection_shards import DetectionShardSource
 from dali_pipes.stores.remote import FsspecStore
 from dali_pipes.stores.shard_writer import write_sample_shard
-from dali_pipes.testing.sample_detection import CATEGORIES, tiny
 from tests.stores.servers import MotoS3
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import make_loader
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 FIELDS = ("image_ids", "heights", "widths", "offsets", "boxes", "box_labels", "iscrowd",
           "ann_ids", "labels", "category_ids")
@@ -67,7 +67,7 @@ def test_shards_hold_the_folder_samples(folder, shards):
     assert json.loads((shards / "manifest.json").read_text())["classes"] == \
         [c["name"] for c in CATEGORIES]
     for i in range(len(local)):
-        a, b = local.read_checked(i), packed.read_checked(i)
+        a, b = local.read(i), packed.read(i)
         assert np.array_equal(a[0], b[0]) and a[1] == b[1]
 
 
@@ -113,10 +113,10 @@ def test_malformed_annotations_fail_their_sample_only(folder, tmp_path, backend)
     source = DetectionShardSource(bad)
     with pytest.raises(FormatError, match=re.escape(f"{bad}/a.tar:0001.json: JSON: "
                                                     "malformed")):
-        source.read_checked(1)
+        source.read(1)
     with pytest.raises(FormatError, match=r"b\.tar:0002\.json: annotation 1\.bbox: outside "
                        r"the \d+x\d+ image"):
-        source.read_checked(2)
+        source.read(2)
     loader = make_loader("detection", bad, on_error="skip", shuffle=False, **_opts(backend))
     got = [i for b in loader for i in b["index"].tolist()]
     assert got == [0, 3] and sorted(s.index for s in loader.skipped) == [1, 2]

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dali_pipes.sources.protocol import STORED
 from dali_pipes.sources.shards import ShardSource
 from dali_pipes.stores.remote import FsspecStore, ObjectChanged, StoreError
 from dali_pipes.stores.tar_index import load_index
@@ -57,15 +58,15 @@ def test_http_object_replaced_after_listing(tmp_path, etag):
         url = f"{server.url}/a.tar"
         listed = ShardSource(url, store=_store(cache_dir=cache),
                              index_dir=str(tmp_path / "idx"))
-        assert listed.read(0).tobytes() == old[0]  # block 0 is cached now
+        assert listed.read(0, STORED).data.tobytes() == old[0]  # block 0 is cached now
         uncached = ShardSource(url, store=_store(), index_dir=str(tmp_path / "idx"))
         new = _replace(shard, 2)
         with pytest.raises(ObjectChanged, match=re.escape(url) + ": the object changed "
                                                                "since it was listed"):
-            uncached.read(1)
+            uncached.read(1, STORED)
         # A new listing: the new version's index and blocks, never the old ones.
         again = ShardSource(url, store=_store(cache_dir=cache), index_dir=str(tmp_path / "idx"))
-        assert [again.read(i).tobytes() for i in range(3)] == new
+        assert [again.read(i, STORED).data.tobytes() for i in range(3)] == new
 
 
 def test_s3_object_replaced_after_listing(tmp_path):
@@ -75,16 +76,16 @@ def test_s3_object_replaced_after_listing(tmp_path):
         url = s3.upload(tmp_path / "up", "replaced-object", "v") + "a.tar"
         source = ShardSource(url, store=_store(storage_options=s3.options),
                              index_dir=str(tmp_path / "idx"))
-        assert source.read(0).tobytes() == old[0]
+        assert source.read(0, STORED).data.tobytes() == old[0]
         new = _replace(tmp_path / "up" / "a.tar", 2)
         s3.upload(tmp_path / "up", "replaced-object", "v")
         with pytest.raises(ObjectChanged, match=re.escape(url) + ": the object changed"):
-            source.read(1)
+            source.read(1, STORED)
         with pytest.raises(ObjectChanged):
             source.store.read_range(url, 0, 10, source.store.stat(url))
         again = ShardSource(url, store=_store(storage_options=s3.options),
                             index_dir=str(tmp_path / "idx"))
-        assert again.read(1).tobytes() == new[1]
+        assert again.read(1, STORED).data.tobytes() == new[1]
 
 
 def test_a_replaced_s3_shard_is_skipped_by_name(image_folder, tmp_path, backend):

@@ -17,9 +17,9 @@ from tests.stores.proxy import Proxy, moto_fixture, put, served_fixture, through
 from torch_bridge import SampleError, make_loader
 
 BLOB = np.random.default_rng(5).integers(0, 256, 3000, dtype=np.uint8)
-TRICKLE = (0.05, 60)  # 3 s for 60 bytes: past a 1 s timeout, no socket read waits 1 s
+TRICKLE = (0.1, 60)  # 6 s for 60 bytes: past a 1-2 s timeout, no socket read waits 1 s
 TIMED_OUT = (r"RequestTimeout: no complete answer after \d+\.\d s \(the store's timeout, "
-             r"1 s, bounds connection, headers and body together\)")
+             r"\d s, bounds connection, headers and body together\)")
 
 
 moto = moto_fixture()
@@ -69,8 +69,8 @@ def test_s3_shards_trickled_after_the_listing_fail_naming_the_shard(
     import dali_pipes.stores.select as select
     shards = write_shards(image_folder, tmp_path / "wds", per_shard=10)
     url = moto.upload(shards, f"bounds-{uuid.uuid4().hex[:12]}", "train")
-    # the loader's own store, with a 1 s timeout and no retries (make_loader's default: 30 s)
-    monkeypatch.setattr(select, "FsspecStore", functools.partial(FsspecStore, timeout=1.0,
+    # the loader's own store, with a 2 s timeout and no retries (make_loader's default: 30 s)
+    monkeypatch.setattr(select, "FsspecStore", functools.partial(FsspecStore, timeout=2.0,
                                                                  retries=0))
     with Proxy(moto.endpoint) as proxy:
         loader = make_loader("image", url, storage_options=through(moto, proxy),

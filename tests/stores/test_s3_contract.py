@@ -1,4 +1,4 @@
-"""The loader contract (tests/torch_bridge/contract.py) on WebDataset shards in S3, read
+"""The loader contract (torch_bridge.testing.loader_contract) on WebDataset shards in S3, read
 from moto's standalone server on 127.0.0.1 through fsspec, on both backends."""
 from __future__ import annotations
 

@@ -7,10 +7,11 @@ import re
 
 import pytest
 
+from dali_pipes.sources.protocol import STORED
 from tests.sources.shard_data import write_shards
 from tests.stores.servers import MotoS3
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import SampleError, make_loader
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +47,12 @@ def test_server_dying_mid_epoch_names_the_url(local_shards):
         url = s3.upload(local_shards, "data", "train")
         source = ShardSource(url, store=FsspecStore(storage_options=s3.options, retries=1,
                                                     backoff=0.01, timeout=5.0))
-        assert source.read(0).size > 0
+        assert source.read(0, STORED).data.size > 0
         loader = make_loader("image", url + "train-000001.tar", storage_options=s3.options,
                              batch_size=8, size=32, shuffle=False)
     with pytest.raises(StoreError, match=re.escape(url) + r"train-000000\.tar: read of bytes "
                        r".* failed after 1 attempt: EndpointConnectionError"):
-        source.read(1)
+        source.read(1, STORED)
     with pytest.raises(SampleError, match=r"sample 0 \(" + re.escape(url) +
                        r"train-000001\.tar:sample000010\.jpg\).*failed after 1 attempt"):
         next(iter(loader))

@@ -10,7 +10,7 @@ import pytest
 from dali_pipes.stores.local import LocalStore
 from dali_pipes.stores.select import StatFree, resolve_store
 from tests.stores.user_stores import DictStore
-from tests.torch_bridge.contract import assert_same, copies
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 
 class LoggingStore:

@@ -15,17 +15,18 @@ import pytest
 
 from dali_pipes.formats.errors import FormatError
 from dali_pipes.formats.video import probe_video
+from dali_pipes.sample_data.sample_video import write_video
+from dali_pipes.sample_data.video_shards import write_video_shards
+from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.sources.video_shards import VideoShardSource
 from dali_pipes.stores.remote import FsspecStore, StoreError
-from dali_pipes.testing.sample_video import write_video
-from dali_pipes.testing.video_shards import write_video_shards
 from tests.conftest import TinyData
 from tests.stores.servers import MotoS3, RangeServer
 from tests.stores.test_s3_folders import _upload
 from tests.torch_bridge import test_video_loader
-from tests.torch_bridge.contract import assert_same, copies
 from torch_bridge import SampleError, make_loader
+from torch_bridge.testing.loader_contract import assert_same, copies
 
 SHARDS = "train-{000000..000002}.tar"
 _UPLOADED: dict = {}  # (server, shard folders) -> their URLs
@@ -230,13 +231,13 @@ def test_a_clip_fetches_its_packets_not_the_file(long_mp4, s3, tmp_path, monkeyp
     source.info(0)
     assert source.fetched()[0] == probed  # probed once
     frames = np.arange(110, 118)
-    clip = source.decode_clip(0, frames)
-    assert (clip == local.decode_clip(0, frames)).all()
+    clip = source.read(0, DecodedClipRead(frames))
+    assert (clip == local.read(0, DecodedClipRead(frames))).all()
     per_clip = source.fetched()[0] - probed
     assert per_clip < 0.5 * size  # two keyframe intervals of eight, at most, and read-ahead
-    segment, start = source.read_segment(0, frames)
+    segment, start = source.read(0, ClipRead(frames))
     # the same packets (Matroska's segment UID is random: compare sizes)
-    want_segment, want_start = local.read_segment(0, frames)
+    want_segment, want_start = local.read(0, ClipRead(frames))
     assert len(segment) == len(want_segment) and start == want_start
     assert source.fetched()[0] - probed <= 2 * per_clip  # the header from memory
     with pytest.raises(FormatError, match=r"bad.*long\.mp4"):

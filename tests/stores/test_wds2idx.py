@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats.errors import FormatError
+from dali_pipes.sources.protocol import STORED
 from dali_pipes.sources.shards import ShardSource
 from dali_pipes.stores.tar_index import build_index
 from dali_pipes.stores.wds2idx import read_wds2idx, wds2idx_path
@@ -67,7 +68,8 @@ def test_shards_with_wds2idx_indexes_load_the_same_samples(image_folder, tmp_pat
     assert len(indexed) == len(plain) == 37
     assert np.array_equal(indexed.labels, plain.labels)
     assert [indexed.member(i) for i in range(37)] == [plain.member(i) for i in range(37)]
-    assert all(indexed.read(i).tobytes() == plain.read(i).tobytes() for i in (0, 17, 36))
+    assert all(indexed.read(i, STORED).data.tobytes() == plain.read(i, STORED).data.tobytes()
+               for i in (0, 17, 36))
 
 
 def test_which_idx_files_are_looked_for(tmp_path):

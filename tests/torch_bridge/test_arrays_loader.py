@@ -11,11 +11,11 @@ import torch
 
 from dali_pipes import schema
 from dali_pipes.formats import FormatError
+from dali_pipes.sample_data.sample_arrays import write_series_folder
 from dali_pipes.sources.arrays import ARRAYS, window_starts
-from dali_pipes.testing.sample_arrays import write_series_folder
 from tests.stores.servers import MotoS3, RangeServer
-from tests.torch_bridge.contract import LoaderContract, assert_same, copies, truncate
 from torch_bridge import SampleError, make_loader
+from torch_bridge.testing.loader_contract import LoaderContract, assert_same, copies, truncate
 
 L = 8
 

@@ -17,10 +17,10 @@ import torchvision.io  # noqa: F401
 import torchvision.transforms.v2.functional  # noqa: F401
 
 from dali_pipes.formats import FormatError
-from dali_pipes.frames import frame_name
+from dali_pipes.sample_data.sample_video import small_video_folder
 from dali_pipes.sources import ImageFolderSource
+from dali_pipes.sources.frames import frame_name
 from dali_pipes.sources.video_frames import FrameFolderSource
-from dali_pipes.testing.sample_video import small_video_folder
 from tests.conftest import undefined_quant_table, write_image_folder
 from torch_bridge import SampleError, make_loader
 

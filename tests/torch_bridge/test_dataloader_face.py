@@ -45,9 +45,12 @@ def test_dataset_entries_are_what_the_batches_say(image_folder, backend):
     assert len(dataset) == 37
     for batch in loader:
         for index, label in zip(batch["index"].tolist(), batch["label"].tolist(), strict=True):
-            entry = dataset[index]
+            entry = dataset.info(index)
             assert entry == {"label": label, "index": index, "path": loader.path(index)}
-    assert dataset[-1] == dataset[36]
+    assert dataset.info(-1) == dataset.info(36)
+    sample = dataset[5]
+    assert {k: v for k, v in sample.items() if k != "image"} == dataset.info(5)
+    assert sample["image"].dtype == torch.uint8 and sample["image"].shape == (3, 16, 16)
     assert [e["index"] for e in dataset] == list(range(37))  # the sequence protocol
     with pytest.raises(IndexError, match="37 samples"):
         dataset[37]

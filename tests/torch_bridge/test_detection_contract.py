@@ -1,4 +1,4 @@
-"""The loader contract on COCO detection data (tests/torch_bridge/contract.py): order,
+"""The loader contract on COCO detection data (torch_bridge.testing.loader_contract): order,
 exactly-once, resume, sharding, sources, on_error; the backends' boxes, labels and masks
 equal, images within the image modality's tolerance."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import re
 import pytest
 import torch
 
-from tests.torch_bridge.contract import LoaderContract
 from torch_bridge import registry
+from torch_bridge.testing.loader_contract import LoaderContract
 
 pytest.importorskip("pycocotools")
 TARGETS = ("index", "image_id", "orig_size", "boxes", "labels", "num_boxes", "box_valid",

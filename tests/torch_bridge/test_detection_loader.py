@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes import boxes as geo
+from dali_pipes.geometry import boxes as geo
+from dali_pipes.sample_data.sample_detection import write_detection_folder
 from dali_pipes.sources.detection import DetectionSource
-from dali_pipes.testing.sample_detection import write_detection_folder
 from torch_bridge import make_loader
 
 pytest.importorskip("pycocotools")

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dali_pipes.testing.sample_fusion import small_fusion_folder
-from dali_pipes.testing.sample_hyperspectral import write_scene
-from dali_pipes.testing.sample_video import small_video_folder
+from dali_pipes.sample_data.sample_fusion import small_fusion_folder
+from dali_pipes.sample_data.sample_hyperspectral import write_scene
+from dali_pipes.sample_data.sample_video import small_video_folder
 from tests.conftest import BACKENDS, write_image_folder
 from torch_bridge.order.plan import EpochPlan
 

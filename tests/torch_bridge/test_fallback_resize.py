@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes.testing.sample_video import small_video_folder
+from dali_pipes.sample_data.sample_video import small_video_folder
 from torch_bridge import make_loader
 from torch_bridge.modalities.clip_resize import resize_clip
 

@@ -11,10 +11,10 @@ import torch
 
 from dali_pipes.align import align_to_frames
 from dali_pipes.formats.imu import imu_path_for, read_imu, write_imu
+from dali_pipes.sample_data.sample_fusion import CHANNELS, fusion_dataset, small_fusion_folder
 from dali_pipes.sources.fusion import FusionFolderSource
-from dali_pipes.testing.sample_fusion import CHANNELS, fusion_dataset, small_fusion_folder
-from tests.torch_bridge.contract import LoaderContract, truncate
 from torch_bridge import SampleError, make_loader
+from torch_bridge.testing.loader_contract import LoaderContract, truncate
 
 T, STRIDE, OFFSET = 6, 2, 0.25
 

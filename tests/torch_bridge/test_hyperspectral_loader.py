@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from dali_pipes.formats import FormatError
+from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
 from dali_pipes.sources.hyperspectral import patch_augment
-from dali_pipes.testing.sample_hyperspectral import small_scene_folder
-from tests.torch_bridge.contract import LoaderContract
 from torch_bridge import SampleError, make_loader
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.hyperspectral import HyperspectralModality
+from torch_bridge.testing.loader_contract import LoaderContract
 
 pytest.importorskip("spectral")
 P = 5

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from dali_pipes.formats import FormatError
+from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
 from dali_pipes.sources.hyperspectral import HyperspectralSource
 from dali_pipes.sources.scene_pixels import grid_centres, grid_pixels
-from dali_pipes.testing.sample_hyperspectral import small_scene_folder
 from torch_bridge import make_loader
 
 pytest.importorskip("spectral")

@@ -1,4 +1,5 @@
-"""The loader contract on images (tests/torch_bridge/contract.py), plus what only images have."""
+"""The loader contract on images (torch_bridge.testing.loader_contract), plus what only
+images have."""
 from __future__ import annotations
 
 import re
@@ -6,8 +7,8 @@ import re
 import pytest
 import torch
 
-from tests.torch_bridge.contract import LoaderContract, truncate
 from torch_bridge import make_loader
+from torch_bridge.testing.loader_contract import LoaderContract, truncate
 
 SIZE = 32
 FAST_TORCH = {"num_workers": 0}

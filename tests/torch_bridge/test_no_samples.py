@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from dali_pipes.testing.sample_detection import tiny
+from dali_pipes.sample_data.sample_detection import tiny
 from torch_bridge import make_loader
 
 

@@ -20,7 +20,7 @@ from torch_bridge.protocols import BatchPlan, DaliFeed, Engine, Modality
 def test_every_registered_kind_is_a_modality(tiny_data, kind):
     tiny = tiny_data(kind)
     loader = tiny.loader("torch")
-    modality = loader._engine.modality
+    modality = loader.engine.modality  # the engine runs the loader's modality
     spec, entry = registry.KINDS[kind]
     assert type(modality) is entry.modality_class()  # the registry chose this kind
     assert isinstance(modality, Modality) and isinstance(modality, DaliFeed)
@@ -28,9 +28,10 @@ def test_every_registered_kind_is_a_modality(tiny_data, kind):
     assert tuple(modality.dali_outputs) == (FRAME_OUTPUTS if kind == "frames"
                                             else spec.batch_schema.outputs)
     assert isinstance(pickle.loads(pickle.dumps(modality)), Modality)  # spawned workers
-    assert isinstance(loader._engine, Engine) and isinstance(loader.plan, BatchPlan)
+    assert isinstance(loader.engine, Engine) and isinstance(loader.plan, BatchPlan)
     dali = tiny.loader("dali")
-    assert isinstance(dali._engine, Engine)
+    assert isinstance(dali.engine, Engine) and type(dali.engine) is not type(loader.engine)
+    assert dali.engine.modality is not modality and type(dali.engine.modality) is type(modality)
     loader.close(), dali.close()
 
 

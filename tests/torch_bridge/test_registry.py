@@ -32,8 +32,9 @@ def test_options_come_from_the_constructors_and_option_groups():
     assert image["storage_options"] is None and image["cache_limit"] is None
     assert image["alpha"] == "drop" and image["recipe"] is None
     # each image option's default is written once: in the field of its option group
-    from dali_pipes.recipes import ImageRecipe
-    assert image["hflip"] == ImageRecipe.hflip and "schedule" not in image
+    from dali_pipes.recipes import Crop
+    assert image["hflip"] == Crop.hflip and "schedule" not in image
+    assert "crop" not in image and registry.get("image").groups()["crop"] is Crop
     video = registry.get("video").options()
     assert video["clip_length"] == 8 and video["pad"] == "repeat_last"
     fusion = registry.get("fusion").options()

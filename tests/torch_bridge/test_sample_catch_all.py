@@ -11,7 +11,7 @@ import json
 import pytest
 from PIL import Image
 
-from dali_pipes.testing.sample_detection import write_detection_folder
+from dali_pipes.sample_data.sample_detection import write_detection_folder
 from tests.conftest import write_image_folder
 from torch_bridge import SampleError, make_loader
 from torch_bridge.tools.check import main as check_main

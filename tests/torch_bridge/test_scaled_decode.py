@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dali_pipes.formats.video import decode_frames_pyav, decoder_threads, probe_video
-from dali_pipes.testing.sample_video import small_video_folder
+from dali_pipes.sample_data.sample_video import small_video_folder
 from torch_bridge import make_loader
 from torch_bridge.engines._autoworkers import rank_cores
 from torch_bridge.modalities.clip_resize import resize_clip
@@ -92,7 +92,7 @@ def test_backends_agree_with_scaled_decode(h264_folder, resize):
 
 @pytest.fixture(scope="module")
 def h264_long(tmp_path_factory):
-    from dali_pipes.testing.sample_video import synthetic_frames, write_video
+    from dali_pipes.sample_data.sample_video import synthetic_frames, write_video
     frames = synthetic_frames(np.random.default_rng(1), 64, 64, 48, label=1)
     return write_video(tmp_path_factory.mktemp("h264l") / "long.mp4", frames,
                        codec="libx264", gop=32)

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
 from dali_pipes.sources.image import ImageFolderSource
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
 from tests.conftest import undefined_quant_table, write_image_folder
 from torch_bridge import SampleError, make_loader
 from torch_bridge.modalities.image_scaled import scaled_decode_pays

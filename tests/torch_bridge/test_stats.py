@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -135,3 +136,17 @@ def test_bytes_read_is_none_where_the_source_lists_no_sizes(tiny_data):
     stats = loader.stats()
     assert stats["bytes_read"] is None and stats["total"]["bytes_read"] is None
     assert stats["batches"] == len(batches) == len(loader) and stats["samples_per_s"] > 0
+
+
+def test_a_pass_stats_only_the_files_it_yielded(image_folder):
+    """Bytes of a lazily stat'ed listing are counted by stat'ing the yielded samples'
+    files, not the whole listing (a first batch of a million-file set stays quick)."""
+    loader = _loader(image_folder, "dali", shuffle=False)
+    it = iter(loader)
+    first = next(it)
+    it.close()
+    stats = loader.stats()
+    listing = loader._engine.modality.source.listing
+    assert not listing.stats.taken
+    want = sum(os.path.getsize(loader.path(int(i))) for i in first["index"])
+    assert stats["bytes_read"] == want

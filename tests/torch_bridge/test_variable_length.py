@@ -12,17 +12,17 @@ import pytest
 import torch
 
 from dali_pipes.align import align_to_frames
-from dali_pipes.clips import clip_lengths
 from dali_pipes.formats.imu import imu_path_for, read_imu
 from dali_pipes.formats.video import decode_frames_pyav, probe_video
-from dali_pipes.frames import TIMESTAMPS, extract_tree, frame_name
+from dali_pipes.geometry.clips import clip_lengths
+from dali_pipes.geometry.draws import flips
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
-from dali_pipes.recipes.augment import flips
+from dali_pipes.sample_data.sample_fusion import small_fusion_folder
+from dali_pipes.sample_data.sample_images import encode_jpeg, photo_like
+from dali_pipes.sample_data.sample_video import small_video_folder
+from dali_pipes.sources.frames import TIMESTAMPS, extract_tree, frame_name
 from dali_pipes.sources.fusion import FusionFolderSource
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_data import encode_jpeg, photo_like
-from dali_pipes.testing.sample_fusion import small_fusion_folder
-from dali_pipes.testing.sample_video import small_video_folder
 from tests.conftest import BACKENDS
 from torch_bridge import SampleError, make_loader, registry
 from torch_bridge.engines._collate import pad_batch

@@ -8,13 +8,13 @@ import pytest
 import torch
 from torchvision.transforms.v2 import functional as F
 
-from dali_pipes.clip_crops import clip_windows
 from dali_pipes.formats.video import decode_frames_pyav
-from dali_pipes.frames import extract_tree
-from dali_pipes.recipes.augment import flips
+from dali_pipes.geometry.clip_crops import clip_windows
+from dali_pipes.geometry.draws import flips
+from dali_pipes.sample_data.sample_fusion import small_fusion_folder
+from dali_pipes.sample_data.sample_video import write_video
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
-from dali_pipes.testing.sample_fusion import small_fusion_folder
-from dali_pipes.testing.sample_video import write_video
+from dali_pipes.sources.frames import extract_tree
 from torch_bridge import make_loader, registry
 
 MEAN = torch.tensor(IMAGENET_MEAN).view(3, 1, 1) * 255

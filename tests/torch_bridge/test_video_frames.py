@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats.video import probe_video
-from dali_pipes.frames import COMPLETE, TIMESTAMPS, frame_name
+from dali_pipes.sample_data.sample_video import small_video_folder
+from dali_pipes.sources.frames import COMPLETE, TIMESTAMPS, frame_name
 from dali_pipes.sources.video_frames import is_frame_folder_tree
-from dali_pipes.testing.sample_video import small_video_folder
-from tests.torch_bridge.contract import LoaderContract, garbage_jpegs
 from torch_bridge import make_loader
+from torch_bridge.testing.loader_contract import LoaderContract, garbage_jpegs
 
 OPTS = dict(clip_length=4, stride=2, size=(32, 40), batch_size=2, seed=3)
 

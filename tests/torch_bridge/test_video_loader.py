@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from dali_pipes.formats.video import decode_frames_pyav, probe_video
-from dali_pipes.recipes.augment import flips
+from dali_pipes.geometry.draws import flips
+from dali_pipes.sample_data.sample_video import small_video_folder, synthetic_frames, write_video
 from dali_pipes.schema import IMAGENET_MEAN, IMAGENET_STD
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_video import small_video_folder, synthetic_frames, write_video
-from tests.torch_bridge.contract import LoaderContract, truncate
 from torch_bridge import make_loader
+from torch_bridge.testing.loader_contract import LoaderContract, truncate
 
 MEAN = torch.tensor(IMAGENET_MEAN).view(3, 1, 1) * 255
 STD = torch.tensor(IMAGENET_STD).view(3, 1, 1) * 255

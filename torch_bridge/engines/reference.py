@@ -26,6 +26,12 @@ from torch_bridge.stats import LoaderStats
 
 @dataclass(frozen=True)
 class ReferenceOptions:
+    """The torch path's DataLoader options (make_loader's `reference=`, or the fields of
+    `TorchBackend`): `num_workers` worker processes, each `prefetch_factor` batches ahead,
+    kept across epochs with `persistent_workers`; `pin_memory` (None: on when the device
+    is CUDA); `multiprocessing_context` (None: chosen when the workers start: "fork" while
+    CUDA is not initialised in this process, else "forkserver"; a name forces it)."""
+
     num_workers: int = 2
     prefetch_factor: int = 2
     persistent_workers: bool = True

@@ -1,3 +1,3 @@
-"""Integrations with other libraries: Lightning (`lightning`), a map-style Dataset adapter
-(`adapter`) and Ray Train's ranks (`ray`). Each imports its library only when used (`ray`
-never: it reads an already imported `ray.train`)."""
+"""Integrations with other libraries: Lightning (`lightning`) and a map-style Dataset
+adapter (`adapter`). Each imports its library only when used. Ray Train's ranks are read
+with the other rank sources (`torch_bridge.order.ray_ranks`)."""

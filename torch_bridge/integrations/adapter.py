@@ -22,9 +22,9 @@ from torch.utils.data import DataLoader, Dataset, Sampler, SequentialSampler
 
 from dali_pipes.formats.image_kind import prepare_image
 from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+from dali_pipes.geometry.draws import image_params
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig, load_config
-from dali_pipes.recipes.augment import image_params
 from torch_bridge.engines._workers import start_workers, stop_workers
 from torch_bridge.engines.dali import DaliEngine
 from torch_bridge.errors import SampleError, SampleGuard

@@ -17,6 +17,7 @@ import torch
 from dali_pipes.pipelines import arrays as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.arrays import ArraysSource, window_starts
+from dali_pipes.sources.protocol import WindowRead
 from dali_pipes.stores import Store
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys
@@ -69,6 +70,9 @@ class ArraysModality(SourceModality):
         return window_starts(self.seed, epoch, aug_keys(indices, keys),
                              self.source.rows[indices], self.length, train=self.train)
 
+    def _window(self, index: int, start: int) -> np.ndarray:
+        return self.source.read(index, WindowRead(int(start)))
+
     # DALI backend -------------------------------------------------------------------
     def build_pipeline(self, *, device: DaliDevice, batch_size: int, config: PipelineConfig,
                        device_id: int | None = None):
@@ -81,7 +85,7 @@ class ArraysModality(SourceModality):
               ) -> tuple[dict[str, list[np.ndarray]], np.ndarray]:
         """Read each sample's window of real rows (bad ones go to the guard)."""
         starts = self._starts(epoch, indices, keys)
-        windows, kept = guard.read_batch(epoch, indices, self.path, self.source.read_window,
+        windows, kept = guard.read_batch(epoch, indices, self.path, self._window,
                                          keys=starts)
         kept_arr = np.asarray(indices, np.int64)[kept]
         return ({"series": windows} if windows else {}), kept_arr
@@ -91,7 +95,7 @@ class ArraysModality(SourceModality):
              ) -> dict[str, torch.Tensor]:
         """One window, cast, normalised and zero-padded like the DALI graph does."""
         start = int(self._starts(epoch, index, None if key is None else [key])[0])
-        rows = self.source.read_window(index, start).astype(np.float32)
+        rows = self._window(index, start).astype(np.float32)
         if self.mean is not None and self.std is not None:
             rows = (rows - self.mean) / self.std
         out = np.zeros((self.length, self.source.channels), np.float32)

@@ -2,7 +2,7 @@
 
 `resize_crop` is the torch reference path's call: antialiased bilinear resize to `size`
 (resize="squash"), or to the plan's resized shape followed by the plan's crop window
-(resize="short_side", windows from `dali_pipes.clip_crops`). A clip that goes through the
+(resize="short_side", windows from `dali_pipes.geometry.clip_crops`). A clip that goes through the
 PyAV fallback on the DALI backend is already decoded in Python; `resize_clip` resizes (and
 crops) it there with the same call, which is cheaper than DALI's CPU resize (measured in
 docs/measurements.md), ships an eighth of the bytes from feed workers, and gives the same
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dali_pipes.clip_crops import source_roi
+from dali_pipes.geometry.clip_crops import source_roi
 
 CROP_FEEDS = ("crop_start", "crop_end")  # dali_pipes.schema.CLIP_CROP_INPUTS
 
@@ -93,7 +93,7 @@ def decode_scaled(decode_clip, size: tuple[int, int] | None,
 
     Args:
         decode_clip: called with `scale=(height, width) | None`, returns (T, H, W, 3) uint8
-            (a source's `decode_clip` with its index and frames bound).
+            (a source's `read` of a `DecodedClipRead` with its index and frames bound).
         size: output (height, width), or None for native resolution.
         window: the clip's crop window (see `resize_crop`), or None.
 

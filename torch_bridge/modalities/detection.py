@@ -1,12 +1,13 @@
 """The detection modality: an images folder + COCO instances file -> images and targets.
 
 Geometry (crop window, resize, flip, offset on the canvas) comes from the plan
-(`dali_pipes.detection_options`, `dali_pipes.boxes`) and is applied to the pixels by each
-backend: DALI decodes the window, resizes, flips, normalizes and slices the canvas; the
-torch path does the same with torchvision in DataLoader workers. Boxes and masks are
-mapped ONCE in numpy (`dali_pipes.boxes.map_boxes` / `resample_masks`) and handed to both
-backends, so they are equal, not just close. On DALI the targets pass through the graph and
-are padded there (`fn.pad`); on torch the collate pads them (`torch_bridge.engines._collate`).
+(`dali_pipes.geometry.detection_options`, `dali_pipes.geometry.boxes`) and is applied to the
+pixels by each backend: DALI decodes the window, resizes, flips, normalizes and slices the
+canvas; the torch path does the same with torchvision in DataLoader workers. Boxes and masks
+are mapped ONCE in numpy (`dali_pipes.geometry.boxes.map_boxes` / `resample_masks`) and
+handed to both backends, so they are equal, not just close. On DALI the targets pass through
+the graph and are padded there (`fn.pad`); on torch the collate pads them
+(`torch_bridge.engines._collate`).
 """
 from __future__ import annotations
 
@@ -15,19 +16,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from dali_pipes import boxes as geo
-from dali_pipes.detection_options import detection_options
 from dali_pipes.formats.coco import decode_masks
-from dali_pipes.formats.jpeg import DEFAULT_MAX_PIXELS
+from dali_pipes.geometry import boxes as geo
+from dali_pipes.geometry.detection_options import DetectionOptions, detection_options
 from dali_pipes.pipelines import detection as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
-from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS, warn_empty_masks
+from dali_pipes.sources.detection import warn_empty_masks
 from dali_pipes.sources.detection_shards import detection_source
+from dali_pipes.sources.options import DetectionSourceOptions
 from dali_pipes.stores import Store
 from dali_pipes.stores.select import open_store
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.base import SourceModality, aug_keys, normalize_pixels
 from torch_bridge.modalities.image_decode import decode_rgb
+from torch_bridge.options import split_options
 
 _TARGETS = ("boxes", "labels", "iscrowd")  # per-box fields, padded to the batch's largest
 
@@ -38,13 +40,15 @@ class DetectionModality(SourceModality):
     default 512), `train` (default True: random resized crop + flip; False: the whole image
     scaled to fit, padded), `fit` ("longer": the image fits the canvas; "shorter": shorter
     side `size`, longer side at most `max_size`, default size * 1333 / 800, canvas
-    max_size x max_size), `pad_to_multiple` (round the canvas up), `scale` / `ratio` (the
-    crop window's area fraction and aspect range), `min_iou` (None, or box-aware crops:
-    the first of `crop_attempts` windows whose IoU with some box reaches it, else the whole
-    image), `hflip` (probability, default 0.5), `scale_jitter` (None, or (low, high):
-    large-scale jitter instead of the crop), `min_box_size` (boxes narrower or lower than
-    this many output pixels are dropped and counted in "dropped_boxes", default 1),
-    `crowd` ("drop", default, or "keep": flagged in "iscrowd"), `masks` (True: "masks"
+    max_size x max_size), `pad_to_multiple` (round the canvas up), the training crop's
+    group `crop` (`dali_pipes.geometry.boxes.DetectionCrop`, or a dict; each field also
+    a flat keyword): `scale` / `ratio` (the crop window's area fraction and aspect range),
+    `min_iou` (None, or box-aware crops: the first of `crop_attempts` windows whose IoU
+    with some box reaches it, else the whole image), `hflip` (probability, default 0.5),
+    `scale_jitter` (None, or (low, high): large-scale jitter instead of the crop);
+    `min_box_size` (boxes narrower or lower than this many output pixels are dropped and
+    counted in "dropped_boxes", default 1), `crowd` ("drop", default, or "keep": flagged in
+    "iscrowd"), `masks` (True: "masks"
     uint8 (B, N, H, W); an annotation whose segmentation is empty, `[]`, gets an all-zero
     mask, and the loader warns once naming each such file and count), `semantic` (True:
     "semantic" uint8 (B, H, W), label + 1 of the last annotation covering each pixel, 0
@@ -57,31 +61,26 @@ class DetectionModality(SourceModality):
 
     name = "detection"
 
-    def __init__(self, data, *, seed: int, annotations: str = DEFAULT_ANNOTATIONS, size=512,
-                 train: bool = True, fit: str = "longer", max_size: int | None = None,
-                 pad_to_multiple: int | None = None, scale=(0.08, 1.0),
-                 ratio=(3 / 4, 4 / 3), min_iou: float | None = None, crop_attempts: int = 10,
-                 hflip: float = 0.5, scale_jitter=None, min_box_size: float = 1.0,
-                 crowd: str = "drop", masks: bool = False, semantic: bool = False,
-                 max_pixels: int | None = DEFAULT_MAX_PIXELS, categories: list | None = None,
-                 store: Store | None = None):
-        for option, value in (("masks", masks), ("semantic", semantic)):
+    # make_loader's detection options: the fields of these (`crop` a nested group)
+    option_groups = (DetectionOptions, DetectionSourceOptions)
+
+    def __init__(self, data, *, seed: int, store: Store | None = None, **options: Any):
+        given = split_options(options, self.option_groups,
+                              where="make_loader('detection')")
+        src = DetectionSourceOptions(**given[DetectionSourceOptions])
+        for option, value in (("masks", src.masks), ("semantic", src.semantic)):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{option}={value!r}: expected True or False")
-        self.options = detection_options(
-            size=size, train=train, fit=fit, max_size=max_size,
-            pad_to_multiple=pad_to_multiple, scale=scale, ratio=ratio, min_iou=min_iou,
-            crop_attempts=crop_attempts, hflip=hflip, scale_jitter=scale_jitter,
-            min_box_size=min_box_size)
-        self._set_source(detection_source(data, annotations=annotations,
-                                          categories=categories, crowd=crowd,
-                                          max_pixels=max_pixels,
+        self.options = detection_options(**given[DetectionOptions])
+        self._set_source(detection_source(data, annotations=src.annotations,
+                                          categories=src.categories, crowd=src.crowd,
+                                          max_pixels=src.max_pixels,
                                           store=store or open_store(data)), data)
         self.multi_source = getattr(self.source, "multi_source", self.multi_source)
-        if masks or semantic:
-            warn_empty_masks(self.source, "masks=True" if masks else "semantic=True")
-        self.seed, self.masks, self.train = seed, bool(masks), bool(train)
-        self.semantic = bool(semantic)
+        if src.masks or src.semantic:
+            warn_empty_masks(self.source, "masks=True" if src.masks else "semantic=True")
+        self.seed, self.masks, self.train = seed, bool(src.masks), self.options.train
+        self.semantic = bool(src.semantic)
         if self.semantic and len(self.source.classes) > 254:
             raise ValueError(f"semantic=True holds labels + 1 in uint8 with 255 for padding: "
                              f"at most 254 categories, the data has "
@@ -106,7 +105,7 @@ class DetectionModality(SourceModality):
     def _read(self, index: int) -> tuple[np.ndarray, tuple[int, int], np.ndarray | None]:
         """Checked bytes, (h, w) and, with masks, the file-size masks (FormatError names
         the annotation file for a missing or undecodable segmentation)."""
-        data, hw = self.source.read_checked(index)
+        data, hw = self.source.read(index)
         if not (self.masks or self.semantic):
             return data, hw, None
         rows = self.source.rows(index)

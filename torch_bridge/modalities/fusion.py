@@ -20,13 +20,13 @@ with the batch like the video fields: zeros in "imu", False in "imu_valid".
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import torch
 
-from dali_pipes.clip_crops import ClipResize
-from dali_pipes.clips import LoaderPad
+from dali_pipes.clip_options import ClipOptions, ImuOptions, VideoDecodeOptions
 from dali_pipes.pipelines import fusion as fusion_graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.video_data import video_source
@@ -34,6 +34,7 @@ from dali_pipes.stores import Store
 from dali_pipes.stores.select import open_store
 from torch_bridge.errors import SampleGuard
 from torch_bridge.modalities.video import VideoModality
+from torch_bridge.options import split_options
 
 
 class FusionModality(VideoModality):
@@ -46,20 +47,13 @@ class FusionModality(VideoModality):
     dali_outputs = fusion_graph.OUTPUTS
     variable_outputs = fusion_graph.VARIABLE_OUTPUTS
 
-    def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
-                 size=224, train: bool = True, clips_per_video: int = 1,
-                 pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
-                 short_side: int | None = None, views=None, imu_offset: float = 0.0,
-                 imu_method: str = "linear", max_gap=None, device: str = "cpu",
-                 scaled_decode: bool = True, decode_threads: int = 0,
-                 store: Store | None = None):
-        self._imu_options = dict(imu_offset=imu_offset, imu_method=imu_method,
-                                 max_gap=max_gap)
-        super().__init__(data, seed=seed, clip_length=clip_length, stride=stride, size=size,
-                         train=train, clips_per_video=clips_per_video, pad=pad,
-                         resize=resize, short_side=short_side, views=views, device=device,
-                         scaled_decode=scaled_decode, decode_threads=decode_threads,
-                         store=store)
+    option_groups = (ClipOptions, VideoDecodeOptions, ImuOptions)
+
+    def __init__(self, data, *, seed: int, device: str = "cpu", store: Store | None = None,
+                 **options: Any):
+        given = split_options(options, (ImuOptions,), rest=True, where="make_loader('fusion')")
+        self._imu_options = dataclasses.asdict(ImuOptions(**given[ImuOptions]))
+        super().__init__(data, seed=seed, device=device, store=store, **given[None])
 
     def _make_source(self, data, *, store: Store | None, **clip_options):
         # lists the folders once, with the IMU

@@ -74,7 +74,7 @@ class HyperspectralModality(SourceModality):
               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Read a batch's patches (bad ones go to the guard); parameters, vectorised."""
         patches, kept_arr, kept_keys = self._read_files(guard, epoch, indices,
-                                                        self.source.read_patch, keys)
+                                                        self.source.read, keys)
         if not patches:
             return {}, kept_arr
         feeds = {"cube": np.stack(patches)}  # one dense (B, n_bands, P, P) array
@@ -90,7 +90,7 @@ class HyperspectralModality(SourceModality):
     def load(self, epoch: int, index: int, key: int | None = None
              ) -> dict[str, torch.Tensor]:
         """One float32 patch, flipped and turned like the DALI graph does."""
-        cube = torch.from_numpy(self.source.read_patch(index).astype(np.float32))
+        cube = torch.from_numpy(self.source.read(index).astype(np.float32))
         flip_h, flip_v, k = (int(a[0]) for a in patch_augment(
             self.seed, epoch, aug_keys(index, key), train=self.train))
         dims = [dim for dim, flip in ((1, flip_v), (2, flip_h)) if flip]

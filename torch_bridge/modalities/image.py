@@ -14,12 +14,12 @@ from dali_pipes.formats.image_decode import (
     prepare_decode,
 )
 from dali_pipes.formats.jpeg_scale import DCT_FACTORS
+from dali_pipes.geometry.draws import recipe_params
 from dali_pipes.pipelines import image as image_graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.pipelines.image_scaled import build_scaled_image_pipeline
 from dali_pipes.pipelines.jpeg_partial import partial_decode_applies
 from dali_pipes.recipes import ImageRecipe, check_num_classes, image_recipe, size_at
-from dali_pipes.recipes.augment import recipe_params
 from dali_pipes.recipes.files import load_recipe
 from dali_pipes.recipes.mixing import mix_params
 from dali_pipes.recipes.photometric import photometric_params
@@ -54,12 +54,10 @@ class ImageModality(SourceModality):
     """Options: `size` (an int or (H, W), default 224) and `train` (random resized crop +
     flip, default True; False: resize shorter side to max(size) / crop_pct and crop the
     centre), plus the recipe options of docs/recipes.md (validated by
-    `dali_pipes.recipes.image_recipe`): scale, ratio, interpolation, crop_pct, mean, std,
-    hflip, vflip, dtype, memory_format, mixup, cutmix, mix_prob, switch_prob, mix_mode,
-    label_smoothing, num_classes, erasing, erasing_scale, erasing_ratio, erasing_value,
-    color_jitter, grayscale, blur, blur_sigma, blur_kernel, auto_augment, num_ops, magnitude,
-    magnitude_std; `recipe` (a preset name or a TOML path, `dali_pipes.recipes.files`) sets
-    every option left at its default.
+    `dali_pipes.recipes.image_recipe`) in the groups `crop`, `output`, `photometric`,
+    `policy`, `erasing` and `mixing` (`dali_pipes.recipes`: each keyword takes its group or
+    a dict of its fields, each field is also a flat keyword); `recipe` (a preset name or a
+    TOML path, `dali_pipes.recipes.files`) sets every option not given.
     `max_pixels`: images whose header claims more pixels are bad samples under on_error, on
     both backends, before decoding (default PIL's 89,478,485; None: no limit).
     Files: JPEG, PNG, WebP, BMP, TIFF, GIF and JPEG 2000 (.jp2 or raw J2K), recognised
@@ -85,7 +83,7 @@ class ImageModality(SourceModality):
 
     def __init__(self, data, *, seed: int, recipe: str | os.PathLike | None = None,
                  store: Store | None = None, **options: Any):
-        given = split_options(options, self.option_groups)
+        given = split_options(options, self.option_groups, where="make_loader('image')")
         recipe_options = given[ImageRecipe]
         _check_size_type(recipe_options.get("size", 224))
         if recipe is not None:  # an explicit option always wins over the preset
@@ -96,14 +94,14 @@ class ImageModality(SourceModality):
         self.recipe = image_recipe(**recipe_options)
         if self.decode.alpha:
             self.recipe = with_alpha_channel(self.recipe, *alpha_norm)
-        self.augment_policy = self.recipe.auto_augment
+        self.augment_policy = self.recipe.policy.auto_augment
         self._set_source(_image_source(data, ImageSourceOptions(**given[ImageSourceOptions]),
                                        store), data)
         if isinstance(self.source, ShardSource):
             self.multi_source = self.source.multi_source
         self.seed, self.size, self.train = seed, self.recipe.size[0], self.recipe.train
         self.num_classes = check_num_classes(self.recipe, self.source.labels) \
-            if self.recipe.mixing else None
+            if self.recipe.mixing.active else None
         self._scaled = False  # reduced-scale decoding in the feed (set by build_pipeline)
         self._scaled_in_graph = False  # ... by the graph's JPEG crop decoder instead
         self._decode_opts: dict | None = None
@@ -124,7 +122,7 @@ class ImageModality(SourceModality):
             # the graph's JPEG crop decoder scales the same windows by the same rule, in
             # DALI's threads (same pixels; dali_pipes/pipelines/jpeg_partial.py)
             self._scaled_in_graph = self._scaled and partial_decode_applies(
-                device, config, self.recipe.interpolation, self.decode)
+                device, config, self.recipe.crop.interpolation, self.decode)
         if self._scaled_in_graph:
             return image_graph.build_image_pipeline(
                 device=device, batch_size=batch_size, size=self.size, config=config,
@@ -168,15 +166,15 @@ class ImageModality(SourceModality):
         h, w = size_at(recipe, epoch)
         if recipe.schedule is not None:
             out["out_size"] = np.tile(np.array([h, w], dtype=np.float32), (len(keys), 1))
-        if recipe.vflip > 0:
+        if recipe.crop.vflip > 0:
             out["vflip"] = vflip.astype(np.int32)
-        if recipe.photometric:
+        if recipe.photometric.active:
             jitter, sigma = photometric_params(self.seed, epoch, keys, recipe)
-            if recipe.jitters:
+            if recipe.photometric.jitters:
                 out["jitter"] = jitter
-            if recipe.blur > 0:
+            if recipe.photometric.blur > 0:
                 out["blur_sigma"] = sigma
-        if recipe.auto_augment:
+        if recipe.policy.auto_augment:
             ops, mags = policy_ops(self.seed, epoch, keys, recipe, h, w)
             out["policy_matrix"] = affine_matrices(ops, mags, h, w)
             out["policy_params"] = photo_params(ops, mags)
@@ -211,17 +209,17 @@ class ImageModality(SourceModality):
                                              np.array([h]), np.array([w]), self.recipe, size)
         image = decode_image_tensor(data, orientation, plane, self.decode.alpha)
         top, left, ch, cw = windows[0].tolist()
-        mode = getattr(F.InterpolationMode, _INTERP[self.recipe.interpolation])
+        mode = getattr(F.InterpolationMode, _INTERP[self.recipe.crop.interpolation])
         image = F.resized_crop(image, top, left, ch, cw, list(size), interpolation=mode,
                                antialias=mode != F.InterpolationMode.NEAREST_EXACT)
         if vflip[0]:
             image = image.flip(-2)
         if flip[0]:
             image = image.flip(-1)
-        if self.recipe.auto_augment:
+        if self.recipe.policy.auto_augment:
             ops, mags = policy_ops(self.seed, epoch, aug_keys(index, key), self.recipe, *size)
             image = apply_policy(image, ops[0], mags[0])
-        if self.recipe.photometric:
+        if self.recipe.photometric.active:
             jitter, sigma = photometric_params(self.seed, epoch, aug_keys(index, key),
                                                self.recipe)
             image = apply_photometric(image, jitter[0], float(sigma[0]), self.recipe)
@@ -240,7 +238,7 @@ class ImageModality(SourceModality):
         """uint8 (B, C, H, W) -> the recipe graph's output: HWC for channels_last, float16
         or float32 (bfloat16 is cast later, as on DALI), uint8 as is."""
         recipe, channels = self.recipe, pixels.shape[1]  # 4 with alpha="keep"
-        if recipe.memory_format == "channels_last":
+        if recipe.output.memory_format == "channels_last":
             pixels = pixels.permute(0, 2, 3, 1).contiguous()
             shape = (1, 1, 1, channels)
         else:
@@ -253,13 +251,13 @@ class ImageModality(SourceModality):
                      for name, values in zip(("mean", "std"), recipe.pixel_mean_std(),
                                              strict=True))
         out = (pixels.float() - mean) / std
-        return out.half() if recipe.dtype == "float16" else out
+        return out.half() if recipe.output.dtype == "float16" else out
 
     # both backends ---------------------------------------------------------------------
     def _read(self, index: int):
         """(bytes, displayed (H, W), EXIF orientation, alpha plane or None) of a checked
         file (dali_pipes.formats.image_decode.prepare_decode)."""
-        data, size = self.source.read_checked(index)
+        data, size = self.source.read(index)
         return prepare_decode(data, size, self.path(index), self.decode)
 
     def after_batch(self, batch: dict[str, torch.Tensor], epoch: int, position: int
@@ -277,23 +275,23 @@ class ImageModality(SourceModality):
         """
         recipe = self.recipe
         image = batch["image"]
-        if recipe.memory_format == "channels_last" and image.dim() == 4:
+        if recipe.output.memory_format == "channels_last" and image.dim() == 4:
             image = image.permute(0, 3, 1, 2)  # a view: (B, 3, H, W) in channels_last
-        if recipe.erasing > 0:
+        if recipe.erasing.p > 0:
             # the DALI engine's index tensor carries its host copy (transfer.attach_meta)
             keys = getattr(batch["index"], "host_copy", None)
             if keys is None:
                 keys = batch["index"].cpu().numpy()  # the torch path: a host tensor
             image = erase_batch(image, keys, seed=self.seed, epoch=epoch, recipe=recipe)
-        if recipe.mixing:
+        if recipe.mixing.active:
             if self.num_classes is None:
                 raise RuntimeError("mixing without num_classes (set when the recipe mixes)")
             params = mix_params(self.seed, epoch, position, image.shape[0], image.shape[-2],
                                 image.shape[-1], recipe)
             image, batch["target"] = mix_batch(image, batch["label"], params,
                                                num_classes=self.num_classes,
-                                               smoothing=recipe.label_smoothing)
-        if recipe.dtype == "bfloat16":
+                                               smoothing=recipe.mixing.label_smoothing)
+        if recipe.output.dtype == "bfloat16":
             image = image.to(torch.bfloat16)
         batch["image"] = image
         return batch

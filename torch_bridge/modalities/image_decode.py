@@ -108,9 +108,11 @@ def with_alpha_channel(recipe: ImageRecipe, mean: float = 0.0, std: float = 1.0
     ValueError for the options that work on RGB only."""
     import dataclasses
 
-    if recipe.photometric or recipe.auto_augment:
+    if recipe.photometric.active or recipe.policy.active:
         raise ValueError("image option alpha='keep' works on RGB + alpha images, which "
                          "color_jitter, grayscale, blur and auto_augment do not take; "
                          "expected alpha='drop' with them")
-    rgb_mean, rgb_std = (v * 3 if len(v) == 1 else v for v in (recipe.mean, recipe.std))
-    return dataclasses.replace(recipe, mean=(*rgb_mean, mean), std=(*rgb_std, std))
+    out = recipe.output
+    rgb_mean, rgb_std = (v * 3 if len(v) == 1 else v for v in (out.mean, out.std))
+    out = dataclasses.replace(out, mean=(*rgb_mean, mean), std=(*rgb_std, std))
+    return dataclasses.replace(recipe, output=out)

@@ -18,10 +18,11 @@ batch is padded to its longest clip: by `fn.pad` in the graph on the DALI backen
 
 `resize="short_side"` keeps the aspect ratio: frames are resized to `short_side` on their
 shorter side and a `size` window is cut out, random per clip in training, centred in
-evaluation, or one of `views=(clips, crops)` evenly spaced windows (`dali_pipes.clip_crops`;
-docs/video_crops.md). On the DALI backend the graph resizes only the window from the frames
-it decodes (`fn.resize` with a region of interest); PyAV-decoded clips are resized and cut in
-the feed with the torch path's call (`clip_resize.resize_crop`).
+evaluation, or one of `views=(clips, crops)` evenly spaced windows
+(`dali_pipes.geometry.clip_crops`; docs/video_crops.md). On the DALI backend the graph
+resizes only the window from the frames it decodes (`fn.resize` with a region of interest);
+PyAV-decoded clips are resized and cut in the feed with the torch path's call
+(`clip_resize.resize_crop`).
 
 Throughput against the torch reference: docs/measurements.md.
 """
@@ -33,13 +34,15 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from dali_pipes.clip_crops import ClipResize, check_crop_options, clip_windows
-from dali_pipes.clips import LoaderPad, check_loader_pad
+from dali_pipes.clip_options import ClipOptions, VideoDecodeOptions
 from dali_pipes.formats.video import decoder_threads
+from dali_pipes.geometry.clip_crops import check_crop_options, clip_windows
+from dali_pipes.geometry.clips import check_loader_pad
+from dali_pipes.geometry.draws import flips
 from dali_pipes.gpu.nvdec import StreamFormat, generation, route
 from dali_pipes.pipelines import video as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
-from dali_pipes.recipes.augment import flips
+from dali_pipes.sources.protocol import ClipRead, DecodedClipRead
 from dali_pipes.sources.video import VideoFolderSource
 from dali_pipes.sources.video_data import video_source
 from dali_pipes.stores import Store
@@ -55,6 +58,7 @@ from torch_bridge.modalities.clip_resize import (
     resize_crop,
     roi_feeds,
 )
+from torch_bridge.options import split_options
 
 _DUMMY_FRAMES = np.zeros((1, 1, 1, 3), np.uint8)
 _DUMMY_BYTES = np.zeros(1, np.uint8)
@@ -108,28 +112,29 @@ class ClipModality(SourceModality):
     dali_outputs: tuple[str, ...] = ()
     variable_outputs: tuple[str, ...] = ()
 
-    def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
-                 size=224, train: bool = True, clips_per_video: int = 1,
-                 pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
-                 short_side: int | None = None, views=None, store: Store | None = None):
-        if not isinstance(train, (bool, np.bool_)):
-            raise ValueError(f"train must be True or False, got {train!r}")
-        self.size = _check_size(size)
+    option_groups: tuple[type, ...] = (ClipOptions,)
+
+    def __init__(self, data, *, seed: int, store: Store | None = None, **options: Any):
+        given = split_options(options, (ClipOptions,), where=f"make_loader({self.name!r})")
+        o = ClipOptions(**given[ClipOptions])
+        if not isinstance(o.train, (bool, np.bool_)):
+            raise ValueError(f"train must be True or False, got {o.train!r}")
+        self.size = _check_size(o.size)
         # short_side None: resize="squash"; views as (clips, crops) or None
         self.short_side, clips, crops = check_crop_options(
-            resize=resize, short_side=short_side, views=views, size=self.size,
-            train=bool(train), clips_per_video=clips_per_video)
-        self.views = None if views is None else (clips, crops)
-        self.variable = check_loader_pad(pad) == "variable"
+            resize=o.resize, short_side=o.short_side, views=o.views, size=self.size,
+            train=bool(o.train), clips_per_video=o.clips_per_video)
+        self.views = None if o.views is None else (clips, crops)
+        self.variable = check_loader_pad(o.pad) == "variable"
         if self.variable:
             self.dali_outputs = self.variable_outputs
         # fields the torch collate pads along time (none unless pad="variable")
         self.padded_fields = (registry.get(self.name).batch_schema.time_fields()
                               if self.variable else ())
-        self._set_source(self._make_source(data, store=store, clip_length=clip_length,
-                                           stride=stride, clips_per_video=clips, crops=crops),
-                         data)
-        self.seed, self.train = seed, bool(train)
+        self._set_source(self._make_source(data, store=store, clip_length=o.clip_length,
+                                           stride=o.stride, clips_per_video=clips,
+                                           crops=crops), data)
+        self.seed, self.train = seed, bool(o.train)
 
     @property
     def crop(self) -> bool:
@@ -244,13 +249,19 @@ class VideoModality(ClipModality):
     def _make_source(self, data, *, store: Store | None, **clip_options):
         return video_source(data, store=store or open_store(data), **clip_options)
 
-    def __init__(self, data, *, device: str = "cpu", scaled_decode: bool = True,
-                 decode_threads: int = 0, **options):
-        if isinstance(decode_threads, bool) or not isinstance(decode_threads, (int, np.integer)) \
-                or decode_threads < 0:
-            raise ValueError(f"decode_threads must be an int >= 0, got {decode_threads!r}")
-        self.scaled_decode, self.decode_threads = bool(scaled_decode), int(decode_threads)
-        super().__init__(data, **options)
+    option_groups: tuple[type, ...] = (ClipOptions, VideoDecodeOptions)
+
+    def __init__(self, data, *, seed: int, device: str = "cpu", store: Store | None = None,
+                 **options: Any):
+        given = split_options(options, (VideoDecodeOptions,), rest=True,
+                              where=f"make_loader({self.name!r})")
+        decode = VideoDecodeOptions(**given[VideoDecodeOptions])
+        threads = decode.decode_threads
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) \
+                or threads < 0:
+            raise ValueError(f"decode_threads must be an int >= 0, got {threads!r}")
+        self.scaled_decode, self.decode_threads = bool(decode.scaled_decode), int(threads)
+        super().__init__(data, seed=seed, store=store, **given[None])
         self.multi_source = getattr(self.source, "multi_source", self.multi_source)
         self.device = torch.device(device)
         self.dali_device: Literal["cpu", "gpu"] = "gpu" if self.device.type == "cuda" else "cpu"
@@ -303,7 +314,7 @@ class VideoModality(ClipModality):
         chosen = self.decoder(index)[0]
         if chosen == ("nvdec" if self.dali_device == "gpu" else "dali_cpu"):
             self.decodes[chosen] += 1
-            sample["video"], sample["start"] = self.source.read_segment(index, frames)
+            sample["video"], sample["start"] = self.source.read(index, ClipRead(frames))
         else:
             self.decodes["pyav"] += 1
             # resized (and cut) here as on the torch path; the graph resizes DALI's clips only
@@ -326,7 +337,8 @@ class VideoModality(ClipModality):
         """Sample `index`'s clip decoded with PyAV, (T, H, W, 3) uint8 resized (and cut) to
         `size`: scaled in the decoder (`scaled_decode`), else full size through torchvision."""
         def decode(scale=None):
-            return self.source.decode_clip(index, frames, scale=scale, threads=self._threads())
+            return self.source.read(index, DecodedClipRead(frames, scale=scale,
+                                                           threads=self._threads()))
         if self.scaled_decode:
             return decode_scaled(decode, self.size, window)
         return resize_clip(decode(), self.size, window)
@@ -354,7 +366,7 @@ class VideoModality(ClipModality):
         """One clip decoded with PyAV: uint8 (T, 3, H, W), flipped and resized like DALI."""
         frames = self.clip(epoch, index, key)
         if not self.scaled_decode:
-            clip = self.source.decode_clip(index, frames, threads=self._threads())
+            clip = self.source.read(index, DecodedClipRead(frames, threads=self._threads()))
             return self._torch_sample(epoch, index, key, frames,
                                       torch.from_numpy(clip).permute(0, 3, 1, 2))
         info = self.source.info(index)

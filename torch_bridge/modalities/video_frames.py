@@ -28,11 +28,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from dali_pipes.clip_crops import ClipResize
-from dali_pipes.clips import LoaderPad
 from dali_pipes.pipelines import video_frames as graph
 from dali_pipes.pipelines.config import DaliDevice, PipelineConfig
 from dali_pipes.sources.frame_data import frame_source
+from dali_pipes.sources.protocol import ClipRead
 from dali_pipes.sources.video_frames import FrameFolderSource
 from dali_pipes.stores import Store
 from dali_pipes.stores.select import open_store
@@ -42,20 +41,16 @@ from torch_bridge.modalities.video import ClipModality
 
 
 class FrameFolderModality(ClipModality):
-    """Options as `VideoModality`: clip_length, stride, size, train, clips_per_video, pad,
-    resize, short_side, views (docs/video_crops.md)."""
+    """Options as `VideoModality` (the fields of `dali_pipes.clip_options.ClipOptions`):
+    clip_length, stride, size, train, clips_per_video, pad, resize, short_side, views
+    (docs/video_crops.md)."""
 
     name = "video"
     dali_outputs, variable_outputs = graph.OUTPUTS, graph.VARIABLE_OUTPUTS
     source_class = FrameFolderSource
 
-    def __init__(self, data, *, seed: int, clip_length: int = 8, stride: int = 1,
-                 size=224, train: bool = True, clips_per_video: int = 1,
-                 pad: LoaderPad = "repeat_last", resize: ClipResize = "squash",
-                 short_side: int | None = None, views=None, store: Store | None = None):
-        super().__init__(data, seed=seed, clip_length=clip_length, stride=stride, size=size,
-                         train=train, clips_per_video=clips_per_video, pad=pad,
-                         resize=resize, short_side=short_side, views=views, store=store)
+    def __init__(self, data, *, seed: int, store: Store | None = None, **options: Any):
+        super().__init__(data, seed=seed, store=store, **options)
         self.multi_source = getattr(self.source, "multi_source", self.multi_source)
 
     def _make_source(self, data, *, store: Store | None, **clip_options):
@@ -74,7 +69,7 @@ class FrameFolderModality(ClipModality):
 
     def _read(self, epoch: int, index: int, key: int | None = None) -> dict:
         frames = self.clip(epoch, index, key)
-        jpegs, sizes = self.source.read_sized_jpegs(index, frames)
+        jpegs, sizes = self.source.read(index, ClipRead(frames))
         sample = {"jpegs": jpegs, "hw": None,
                   "timestamps": self.source.timestamps(index, frames)}
         if self.size is None or self.crop:  # one size per clip, from the headers
@@ -147,7 +142,7 @@ class FrameFolderModality(ClipModality):
 
         frames = self.clip(epoch, index, key)
         images = [decode_jpeg(torch.from_numpy(data), mode=ImageReadMode.RGB)
-                  for data in self.source.read_jpegs(index, frames)]
+                  for data in self.source.read(index, ClipRead(frames)).data]
         if self.size is None or self.crop:
             self._clip_resolution(index, frames, [tuple(im.shape[1:]) for im in images])
         return self._torch_sample(epoch, index, key, frames, torch.stack(images))

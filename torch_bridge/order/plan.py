@@ -228,6 +228,8 @@ def draw_counts(order: np.ndarray) -> np.ndarray:
     """For each entry of `order`, how many times its value occurred before it (0 the first
     time), vectorised."""
     order = np.asarray(order, dtype=np.int64)
+    if _distinct(order):  # a permutation (uniform sampling): no value repeats
+        return np.zeros(len(order), dtype=np.int64)
     by_value = np.argsort(order, kind="stable")
     values = order[by_value]
     new_run = np.r_[True, values[1:] != values[:-1]]
@@ -235,6 +237,18 @@ def draw_counts(order: np.ndarray) -> np.ndarray:
     counts = np.empty(len(order), dtype=np.int64)
     counts[by_value] = np.arange(len(values)) - run_start
     return counts
+
+
+def _distinct(order: np.ndarray) -> bool:
+    """Whether no value of `order` (sample indices) repeats: one linear pass over a map of
+    the values, where the sort is n log n."""
+    if len(order) == 0:
+        return True
+    if order.min() < 0:
+        return False
+    seen = np.zeros(int(order.max()) + 1, dtype=bool)
+    seen[order] = True
+    return int(np.count_nonzero(seen)) == len(order)
 
 
 def layout_counts(entries: int, *, world_size: int, batch_size: int,

@@ -1,7 +1,7 @@
 """Sampling strategies for EpochPlan: class-balanced and source-aware orders (numpy only),
-and the choice of sampler from make_loader's options (the shard-aware order of
-order="shards" lives in torch_bridge.order.shard_order, repeated augmentation in
-torch_bridge.order.repeated).
+and the choice of sampler from make_loader's `Sampling` (torch_bridge.order.options; the
+shard-aware order of order="shards" lives in torch_bridge.order.shard_order, repeated
+augmentation in torch_bridge.order.repeated).
 
 A sampler replaces the plain shuffled permutation of `EpochPlan.order`. Like the plan, it
 is a pure function of (seed, epoch): every rank computes the same global order, so sharding,
@@ -28,6 +28,7 @@ import numpy as np
 from torch_bridge.order.shard_order import DEFAULT_WINDOW, ShardWindows
 
 if TYPE_CHECKING:
+    from torch_bridge.order.options import Sampling
     from torch_bridge.order.plan import EpochPlan
     from torch_bridge.order.repeated import Repeated
 
@@ -182,31 +183,23 @@ def _interleave(rows: np.ndarray, world: int) -> np.ndarray:
     return rows.reshape(n_rows // world, world, size).transpose(0, 2, 1).reshape(-1)
 
 
-def sampler_for(sampling: str, min_per_source: int | None, *, source, multi_source: bool,
-                batch_size: int, shuffle: bool, repeats: int = 3, order: str = "global",
-                shard_window: int | None = None
-                ) -> ClassBalanced | SourceAware | Repeated | ShardWindows | None:
-    """The sampler make_loader's `sampling`, `min_per_source` and `order` options ask for
-    (None: the plain shuffle). `source` provides `labels` / `source_ids` / `shard_ids`;
-    ValueError naming the option for anything that cannot work. `repeats`: copies per
-    index with sampling="repeated"; `shard_window`: shards per window with order="shards"."""
-    if sampling not in ("uniform", "class_balanced", "repeated"):
-        raise ValueError(f"sampling must be 'uniform' or 'class_balanced' or 'repeated', got "
-                         f"{sampling!r}")
-    if repeats != 3 and sampling != "repeated":
-        raise ValueError(f"repeats={repeats!r} applies only with sampling='repeated'")
-    shards = shard_sampler(order, shard_window, sampling=sampling,
-                           min_per_source=min_per_source, source=source, shuffle=shuffle)
+def sampler_for(sampling: Sampling, *, source, multi_source: bool, batch_size: int,
+                shuffle: bool) -> ClassBalanced | SourceAware | Repeated | ShardWindows | None:
+    """The sampler make_loader's `sampling` asks for (None: the plain shuffle). `source`
+    provides `labels` / `source_ids` / `shard_ids`; ValueError naming the option for
+    anything that cannot work on this data."""
+    kind, min_per_source = sampling.kind, sampling.min_per_source
+    shards = shard_sampler(sampling, source=source, shuffle=shuffle)
     if shards is not None:
         return shards
-    if sampling == "repeated" and min_per_source is None and shuffle:
+    if kind == "repeated" and min_per_source is None and shuffle:
         from torch_bridge.order.repeated import Repeated
-        return Repeated(repeats)
-    if sampling == "repeated":
+        return Repeated(sampling.repeats)
+    if kind == "repeated":
         raise ValueError("sampling='repeated' needs shuffle=True and no min_per_source")
-    if sampling == "uniform" and min_per_source is None:
+    if kind == "uniform" and min_per_source is None:
         return None
-    if sampling == "class_balanced" and min_per_source is not None:
+    if kind == "class_balanced" and min_per_source is not None:
         raise ValueError("sampling='class_balanced' and min_per_source cannot be combined; "
                          "choose one")
     option = "sampling='class_balanced'" if min_per_source is None else "min_per_source"
@@ -220,24 +213,19 @@ def sampler_for(sampling: str, min_per_source: int | None, *, source, multi_sour
                        batch_size)
 
 
-def shard_sampler(order: str, shard_window: int | None, *, sampling: str,
-                  min_per_source: int | None, source, shuffle: bool) -> ShardWindows | None:
+def shard_sampler(sampling: Sampling, *, source, shuffle: bool) -> ShardWindows | None:
     """The shard-aware order for order="shards" (torch_bridge.order.shard_order), None for
     order="global"; ValueError naming the options for a combination that cannot work."""
-    if order not in ("global", "shards"):
-        raise ValueError(f"order must be 'global' or 'shards', got {order!r}")
-    if order == "global":
-        if shard_window is not None:
-            raise ValueError(f"shard_window={shard_window!r} applies only with "
-                             f"order='shards' (order is 'global')")
+    kind = sampling.kind
+    if sampling.order == "global":
         return None
-    if sampling != "uniform":
-        why = "draws with replacement from every shard" if sampling == "class_balanced" \
+    if kind != "uniform":
+        why = "draws with replacement from every shard" if kind == "class_balanced" \
             else "deals the copies of an image to different ranks"
-        raise ValueError(f"order='shards' and sampling={sampling!r} cannot be combined: "
-                         f"sampling={sampling!r} {why}, order='shards' gives each rank its "
+        raise ValueError(f"order='shards' and sampling={kind!r} cannot be combined: "
+                         f"sampling={kind!r} {why}, order='shards' gives each rank its "
                          f"own shards; choose one")
-    if min_per_source is not None:
+    if sampling.min_per_source is not None:
         raise ValueError("order='shards' and min_per_source cannot be combined: "
                          "min_per_source lays out every batch over all sources, "
                          "order='shards' reads a few shards at a time; choose one")
@@ -251,8 +239,8 @@ def shard_sampler(order: str, shard_window: int | None, *, sampling: str,
         raise ValueError(f"order='shards' needs data in WebDataset tar shards (a source "
                          f"that knows the shard of each sample); {what} has no shards; "
                          f"use order='global'")
-    return ShardWindows(np.asarray(shard_ids), DEFAULT_WINDOW if shard_window is None
-                        else shard_window)
+    return ShardWindows(np.asarray(shard_ids), DEFAULT_WINDOW if sampling.shard_window is None
+                        else sampling.shard_window)
 
 
 def _source_array(source, name: str, option: str) -> np.ndarray:

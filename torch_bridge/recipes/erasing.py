@@ -30,20 +30,20 @@ def erase_batch(images: torch.Tensor, keys: np.ndarray, *, seed: int, epoch: int
         The erased images (same tensor, dtype and memory format).
     """
     height, width = images.shape[-2:]
-    boxes = erase_boxes(seed, epoch, keys, height, width, p=recipe.erasing,
-                        scale=recipe.erasing_scale, ratio=recipe.erasing_ratio)
+    boxes = erase_boxes(seed, epoch, keys, height, width, p=recipe.erasing.p,
+                        scale=recipe.erasing.scale, ratio=recipe.erasing.ratio)
     rows = np.flatnonzero(boxes[:, 2])
     noise = None
-    if recipe.erasing_value == "random":
+    if recipe.erasing.value == "random":
         noise = [erase_noise(seed, epoch, keys[r], (images.shape[1], *boxes[r, 2:].tolist()))
                  for r in rows]
     if images.device.type != "cpu":
-        return erase_on_device(images, boxes, noise, recipe.erasing_value)
+        return erase_on_device(images, boxes, noise, recipe.erasing.value)
     with one_thread():  # box-sized copies: not worth the intra-op pool
         for k, row in enumerate(rows):
             top, left, h, w = boxes[row].tolist()
             fill = torch.from_numpy(noise[k]).to(images.dtype) if noise is not None \
-                else float(recipe.erasing_value)
+                else float(recipe.erasing.value)
             images[row, :, top:top + h, left:left + w] = fill
     return images
 

@@ -24,7 +24,7 @@ def apply_photometric(image: torch.Tensor, jitter: np.ndarray, sigma: float, rec
 
     from dali_pipes.recipes.photometric import NO_BLUR_SIGMA
 
-    b, c, s, h = recipe.color_jitter
+    b, c, s, h = recipe.photometric.color_jitter
     if b:
         image = F.adjust_brightness(image, float(jitter[0]))
     if c:
@@ -33,9 +33,9 @@ def apply_photometric(image: torch.Tensor, jitter: np.ndarray, sigma: float, rec
         image = F.adjust_saturation(image, float(jitter[2]))
     if h:
         image = F.adjust_hue(image, float(jitter[3]))
-    if recipe.grayscale > 0 and jitter[4]:
+    if recipe.photometric.grayscale > 0 and jitter[4]:
         image = F.rgb_to_grayscale(image, num_output_channels=3)
-    if recipe.blur > 0 and sigma > NO_BLUR_SIGMA:
-        k = recipe.blur_kernel
+    if recipe.photometric.blur > 0 and sigma > NO_BLUR_SIGMA:
+        k = recipe.photometric.blur_kernel
         image = F.gaussian_blur(image, [k, k], [float(sigma), float(sigma)])
     return image

@@ -1,7 +1,8 @@
 """`python -m torch_bridge.tools.apidoc [--write]`: docs/api.md and docs/schema.md from the code.
 
-docs/api.md is the public API's docstrings (make_loader, the Loader, the modality options
-with their defaults from `torch_bridge.registry`, the integrations); docs/schema.md is the
+docs/api.md is the public API's docstrings (make_loader, its shorthands and option values,
+the Loader, the modality options with their defaults and groups from
+`torch_bridge.registry`, the integrations); docs/schema.md is the
 batch schema of each modality from `dali_pipes.schema`, with the comments its declarations
 carry. By default it writes nothing: it compares, names the files that are out of date and
 exits 1 when there are any (tests/test_docs.py runs the same comparison); `--write` writes
@@ -97,13 +98,80 @@ def _class_members(cls: type) -> list[str]:
 def _options_md() -> list[str]:
     from torch_bridge import registry
     out = ["## Modality options", "",
-           "Passed to `make_loader` as keywords; defaults read from the modality classes."]
+           "Passed to `make_loader` as keywords; defaults read from the modality classes. "
+           "An option of a group (the last column) is given flat, its shorthand "
+           "(`mixup=0.2`), or with its group: the group's value (`mixing=Mixing(mixup=0.2)`, "
+           "which sets every field of the group; a recipe preset fills none of them) or a "
+           "dict of some of its fields (`mixing={\"mixup\": 0.2}`, which sets only those). "
+           "A flat option and its group given together must agree."]
     for spec in registry.REGISTRY.values():
-        out += ["", f"### `{spec.name}`", "", "| option | default |", "|---|---|"]
-        out += [f"| `{k}` | `{v!r}` |" for k, v in spec.options().items()]
+        grouped = _grouped(spec)
+        out += ["", f"### `{spec.name}`", "", "| option | default | group |", "|---|---|---|"]
+        out += [f"| `{k}` | `{v!r}` | {grouped.get(k, '')} |" for k, v in spec.options().items()]
+        groups = spec.groups()
+        if groups:
+            out += ["", "Groups:", ""]
+            out += [f"- `{name}`: `{_public(cls)}.{cls.__name__}`. "
+                    + " ".join(inspect.cleandoc(cls.__doc__ or "").split())
+                    for name, cls in groups.items()]
         for kind in spec.kinds:
             out += ["", f"*{kind.name}* ({kind.cls}): "
                     + docstring_md(kind.modality_class().__doc__)]
+    return out
+
+
+def _grouped(spec) -> dict[str, str]:
+    """Flat keyword -> `group=Group(field=...)` for the options of nested groups."""
+    from dali_pipes.option_groups import leaves
+    out: dict[str, str] = {}
+    for kind in spec.kinds:
+        for top in kind.modality_class().option_groups:
+            for name, leaf in leaves(top).items():
+                if len(leaf.path) > 1:
+                    out.setdefault(name, f"`{leaf.path[0]}={leaf.owner.__name__}"
+                                         f"({leaf.path[-1]}=...)`")
+    return out
+
+
+def _public(cls: type) -> str:
+    """The module a class is imported from: its module without private (`_x`) parts."""
+    parts = cls.__module__.split(".")
+    while parts[-1].startswith("_"):
+        parts.pop()
+    return ".".join(parts)
+
+
+def _fields_md(cls: type) -> list[str]:
+    """A table of an options dataclass's fields and defaults."""
+    from dali_pipes.option_groups import leaves
+    return ["", "| field | default |", "|---|---|",
+            *(f"| `{leaf.path[-1]}` | `{leaf.default!r}` |" for leaf in leaves(cls).values())]
+
+
+def _values_md() -> list[str]:
+    """make_loader's option values (`backend`, `sampling`) and their shorthands."""
+    from dali_pipes.option_groups import leaves
+    from torch_bridge.backends import DaliBackend, TorchBackend
+    from torch_bridge.engines.reference import ReferenceOptions
+    from torch_bridge.order.options import SHORTHANDS, Sampling
+    out = ["## Shorthands of `make_loader`", "",
+           "Flat keywords of `make_loader` that set a field of its `backend` or `sampling` "
+           "value; given beside that value, they must agree with it.", "",
+           "| shorthand | sets |", "|---|---|",
+           "| `config` | `backend=DaliBackend(config=...)` (with backend \"dali\") |",
+           "| `reference` | `backend=TorchBackend(...)`: a `ReferenceOptions` or a dict of "
+           "its fields (with backend \"torch\") |"]
+    fields = {name: leaf.path[-1] for name, leaf in leaves(Sampling).items()}
+    out += [f"| `{name}` | `sampling=Sampling({fields[name]}=...)` |" for name in SHORTHANDS]
+    out += ["", "## `Sampling` (`sampling=`)", "", "`from torch_bridge import Sampling`; "
+            "`sampling=\"repeated\"` is `Sampling(kind=\"repeated\")`.", "",
+            docstring_md(Sampling.__doc__), *_fields_md(Sampling), "",
+            "## `DaliBackend`, `TorchBackend` (`backend=`)", "",
+            "`from torch_bridge import DaliBackend, TorchBackend`.", "",
+            docstring_md(DaliBackend.__doc__), *_fields_md(DaliBackend), "",
+            docstring_md(TorchBackend.__doc__), "", "## `ReferenceOptions` (torch backend: "
+            "`reference=`, the fields of `TorchBackend`)", "",
+            docstring_md(ReferenceOptions.__doc__), *_fields_md(ReferenceOptions)]
     return out
 
 
@@ -116,7 +184,6 @@ def _module_class_doc(path: str, name: str) -> str:
 
 def render_api() -> str:
     """The text of docs/api.md."""
-    from torch_bridge.engines.reference import ReferenceOptions
     from torch_bridge.errors import SampleError, Skipped
     from torch_bridge.factory import make_loader
     from torch_bridge.loader import Loader
@@ -126,10 +193,7 @@ def render_api() -> str:
              "[design.md](design.md).", "", "## `make_loader`", "",
              signature_md("make_loader", make_loader), "", docstring_md(make_loader.__doc__),
              "", "## `Loader`", "", docstring_md(Loader.__doc__), *_class_members(Loader), "",
-             *_options_md(), "", "## `ReferenceOptions` (torch backend: `reference=`)",
-             docstring_md(ReferenceOptions.__doc__), "", "| field | default |", "|---|---|"]
-    parts += [f"| `{k}` | `{v.default!r}` |"
-              for k, v in ReferenceOptions.__dataclass_fields__.items()]
+             *_values_md(), "", *_options_md()]
     parts += ["", "## Errors", "", "### `SampleError`", docstring_md(SampleError.__doc__),
               "", "### `Skipped`", docstring_md(Skipped.__doc__), "",
               "## Integrations", "", "### `torch_bridge.integrations.lightning.DaliDataModule`",

@@ -21,18 +21,18 @@ exit code is 1 when anything is bad.
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import io
-import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from dali_pipes.cli import ArgumentParser
+from dali_pipes.cli import ArgumentParser, json_object
 from dali_pipes.sources.detection import DEFAULT_ANNOTATIONS
+from dali_pipes.sources.protocol import ClipRead
+from dali_pipes.stores import Store
 from torch_bridge import registry
 
 MODALITIES = registry.names()
@@ -92,7 +92,7 @@ def _image_units(src, decode: bool) -> Units:
     """Images (class folders, shards, detection sets): the read and header checks of the
     loaders' reads (and a strict decode)."""
     def image(i: int) -> None:
-        raw, _ = src.read_checked(i)
+        raw, _ = src.read(i)
         if decode:
             _strict_decode(raw, src.path(i))
     return [(src.path(i), functools.partial(image, i)) for i in range(len(src))]
@@ -101,7 +101,7 @@ def _image_units(src, decode: bool) -> Units:
 def _frame_units(src, decode: bool) -> Units:
     """Frame folders (local, behind URLs, in shards): every frame read and checked."""
     def folder(i: int) -> None:
-        frames = src.read_jpegs(i, np.arange(src.frame_count(i)))
+        frames = src.read(i, ClipRead(np.arange(src.frame_count(i)))).data
         for k, raw in enumerate(frames if decode else []):
             _strict_decode(raw, f"{src.path(i)}/frame {k}")
     return [(src.path(i), functools.partial(folder, i)) for i in range(len(src))]
@@ -116,7 +116,8 @@ def _video_units(src) -> Units:
     return [(src.path(i), functools.partial(video, i)) for i in range(len(src))]
 
 
-def _units(modality: str, data, *, decode: bool, options: dict) -> tuple[object, Units]:
+def _units(modality: str, data, *, decode: bool, options: dict, store=None
+           ) -> tuple[object, Units]:
     """(source, [(path, check)]): the modality made as make_loader makes it (through the
     registry: every `data` make_loader takes, with its validation), and one check per file
     its loaders read: the cheap checks of the source's own reads where it has them, else
@@ -125,16 +126,17 @@ def _units(modality: str, data, *, decode: bool, options: dict) -> tuple[object,
         raise ValueError(f"modality must be one of {', '.join(MODALITIES)}, got {modality!r}")
     spec = registry.get(modality)
     known = spec.options()
-    made = spec.create(data, seed=0, device="cpu",
+    made = spec.create(data, seed=0, device="cpu", store=store,
                        options={k: v for k, v in options.items() if k in known})
     src = made.source
-    if hasattr(src, "read_checked"):
+    kind = getattr(src, "data_kind", None)
+    if kind == "image":
         return src, _image_units(src, decode)
-    if hasattr(src, "read_jpegs"):
+    if kind == "frames":
         return src, _frame_units(src, decode)
-    if hasattr(src, "scenes") and hasattr(src, "cube"):
+    if kind == "patch" and hasattr(src, "scenes") and hasattr(src, "cube"):
         return src, [(s.path, functools.partial(src.cube, k)) for k, s in enumerate(src.scenes)]
-    if hasattr(src, "info"):
+    if kind == "video" and hasattr(src, "info"):
         return src, _video_units(src)
     return src, [(made.path(i), functools.partial(made.load, 0, i)) for i in range(len(made))]
 
@@ -142,7 +144,7 @@ def _units(modality: str, data, *, decode: bool, options: dict) -> tuple[object,
 def check_data(data, *, modality: str | None = None, decode: bool = False,
                max_pixels: int | None = None, progress: Callable[[int, int], None] | None = None,
                annotations: str = DEFAULT_ANNOTATIONS,
-               storage_options: dict | None = None) -> Report:
+               storage_options: dict | None = None, store: Store | None = None) -> Report:
     """Check every sample of `data` as the loaders would.
 
     Args:
@@ -155,14 +157,18 @@ def check_data(data, *, modality: str | None = None, decode: bool = False,
         progress: called as progress(done, total) after each file.
         annotations: the COCO file of a detection data set (as make_loader's option).
         storage_options: for data behind URLs, passed to fsspec (as make_loader's option).
+        store: a store to list and read `data` through (as make_loader's `store=`).
 
     Returns:
         A Report. Errors of making the source itself (make_loader would fail) propagate.
     """
+    if store is not None and modality is None:
+        raise ValueError("check_data: give the modality with store= (the modality is "
+                         "guessed from local files only)")
     modality = modality or detect_modality(data)
     options = {"annotations": annotations, "max_pixels": max_pixels,
                "storage_options": storage_options}
-    source, units = _units(modality, data, decode=decode,
+    source, units = _units(modality, data, decode=decode, store=store,
                            options={k: v for k, v in options.items() if v is not None})
     report = Report(modality)
     listing = getattr(source, "listing", None)
@@ -207,17 +213,6 @@ class _Progress:
             self._bar.stop()
 
 
-def _json_object(text: str) -> dict:
-    """--storage-options: a JSON object (argparse names the option otherwise)."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"a JSON object is needed, not {text!r}")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m torch_bridge.check",
                             description=__doc__.split("\n\n")[0])
@@ -228,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-pixels", type=int, default=None)
     parser.add_argument("--annotations", default=DEFAULT_ANNOTATIONS,
                         help="detection: the COCO instances file (default: %(default)s)")
-    parser.add_argument("--storage-options", type=_json_object, metavar="JSON",
+    parser.add_argument("--storage-options", type=json_object, metavar="JSON",
                         help="data behind URLs: fsspec options, as make_loader's")
     args = parser.parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # names that are not UTF-8 print escaped

@@ -4,7 +4,9 @@ Probes (impure, never raising) collect an `Env`: each compiled companion of torc
 (torchvision, DALI, the native operators) is imported and run, so a mismatched build is
 named with the command that fixes it; pure check functions turn values into
 `Check(name, status, detail, advice)` rows, whose advice depends on whether the machine has
-a GPU; the exit code is 1 only when a check fails.
+a GPU; the exit code is 1 only when a check fails. `environment_problem()` is the quick
+check a program runs before it measures anything: the first of torch, torchvision and DALI
+that does not import and run here, as a failed row, or None.
 Driver minimums are NVIDIA's for CUDA minor-version compatibility (CUDA release notes):
 a CUDA X.y build needs a driver whose supported CUDA version (NVML / nvidia-smi) is >= X.0.
 """
@@ -29,6 +31,9 @@ from torch_bridge.tools._companions import (
     gpu_present,
     requirements,
     try_import,
+)
+from torch_bridge.tools._companions import (  # the quick check, public here
+    environment_problem as environment_problem,
 )
 from torch_bridge.tools._doctor_gpu import cuda_major_checks, gpu_checks, probe_gpu
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.studies.agreement import case_names, figures, main, markdown_table, where
-from dali_pipes.testing.tiny_data import write_image_folder
+from dali_pipes.sample_data.tiny_data import write_image_folder
 
 ROOT = Path(__file__).resolve().parents[3]
 CASES = ["hue 0.1", "Rotate -135 (fused)", "Solarize 0.5 (dali-ops)"]

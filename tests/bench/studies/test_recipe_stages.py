@@ -18,7 +18,7 @@ def test_every_configuration_is_a_valid_recipe_file(tmp_path):
     for name, path in paths.items():
         assert tomllib.loads(path.read_text()) == CONFIGS[name], name
         recipe = image_recipe(**load_recipe(path, train=True))
-        assert (recipe.auto_augment is not None) == ("auto_augment" in CONFIGS[name])
+        assert (recipe.policy.auto_augment is not None) == ("auto_augment" in CONFIGS[name])
     timm = image_recipe(**load_recipe("timm-rand-m9", train=True))
     assert image_recipe(**load_recipe(paths["timm-rand-m9"], train=True)) == timm
 

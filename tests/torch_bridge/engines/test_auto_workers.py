@@ -1,14 +1,15 @@
 """py_num_workers="auto": feed workers for PyAV-decoded codecs only, sized to the rank's cores.
 
-Each codec family is checked on real clips encoded with PyAV (dali_pipes/testing/sample_video.py).
+Each codec family is checked on real clips encoded with PyAV
+(dali_pipes/sample_data/sample_video.py).
 """
 import numpy as np
 import pytest
 
 from dali_pipes.pipelines.config import PipelineConfig, load_config
+from dali_pipes.sample_data.sample_video import synthetic_frames, write_video
 from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.sources.video import VideoFolderSource
-from dali_pipes.testing.sample_video import synthetic_frames, write_video
 from tests.conftest import write_image_folder
 from torch_bridge.engines import _autoworkers as autoworkers
 from torch_bridge.engines._autoworkers import auto_workers, data_codecs, rank_cores, resolve_workers

@@ -27,7 +27,7 @@ import torchvision.io  # noqa: F401
 import torchvision.transforms.v2.functional  # noqa: F401
 
 from dali_pipes.pipelines.config import load_config
-from dali_pipes.testing.sample_hyperspectral import small_scene_folder
+from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
 from tests.conftest import write_image_folder
 from torch_bridge import SampleError, make_loader
 from torch_bridge.engines import _feeders as feeders

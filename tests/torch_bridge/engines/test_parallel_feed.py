@@ -19,9 +19,9 @@ import psutil
 import pytest
 import torch
 
-from dali_pipes.testing.sample_fusion import small_fusion_folder
-from dali_pipes.testing.sample_hyperspectral import small_scene_folder
-from dali_pipes.testing.sample_video import small_video_folder
+from dali_pipes.sample_data.sample_fusion import small_fusion_folder
+from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
+from dali_pipes.sample_data.sample_video import small_video_folder
 from tests.conftest import undefined_quant_table, write_image_folder
 from torch_bridge import SampleError, make_loader
 from torch_bridge.engines._feeders import FeedPool, PlanBatch

@@ -16,9 +16,9 @@ from dali_pipes import native
 from dali_pipes.pipelines.config import PipelineConfig, load_config
 from dali_pipes.recipes.policies_graph import native_policy
 from tests.conftest import undefined_quant_table, write_image_folder
-from tests.torch_bridge.contract import truncate
 from torch_bridge import SampleError, make_loader
 from torch_bridge.engines._pipe_ring import PipeRing, pipeline_count, ring_member_config
+from torch_bridge.testing.loader_contract import truncate
 
 
 def _loader(folder, pipelines: int, **kw):

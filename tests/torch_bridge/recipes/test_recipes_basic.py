@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes.recipes import augment, image_recipe
+from dali_pipes.geometry import draws
+from dali_pipes.recipes import image_recipe
 from torch_bridge import make_loader
 
 FAST_TORCH = {"num_workers": 0}
@@ -55,8 +56,8 @@ def test_default_recipe_draws_the_default_parameters():
     idx = np.arange(50)
     h, w = np.full(50, 375), np.full(50, 500)
     for train in (True, False):
-        win, hf, vf = augment.recipe_params(3, 1, idx, h, w, image_recipe(train=train))
-        want_win, want_flip = augment.image_params(3, 1, idx, h, w, size=224, train=train)
+        win, hf, vf = draws.recipe_params(3, 1, idx, h, w, image_recipe(train=train))
+        want_win, want_flip = draws.image_params(3, 1, idx, h, w, size=224, train=train)
         assert np.array_equal(win, want_win) and np.array_equal(hf, want_flip)
         assert not vf.any()
 
@@ -65,12 +66,12 @@ def test_recipe_windows_follow_scale_ratio_and_crop_pct():
     idx = np.arange(400)
     h, w = np.full(400, 300), np.full(400, 400)
     rec = image_recipe(scale=(0.5, 0.6), ratio=(1.0, 1.0), vflip=0.3, hflip=0.0)
-    win, hf, vf = augment.recipe_params(0, 0, idx, h, w, rec)
+    win, hf, vf = draws.recipe_params(0, 0, idx, h, w, rec)
     area = win[:, 2] * win[:, 3] / (300 * 400)
     assert (area > 0.49).all() and (area < 0.61).all()
     assert (np.abs(win[:, 2] - win[:, 3]) <= 1).all() and not hf.any()
     assert 0.2 < vf.mean() < 0.4
-    ev = augment.recipe_params(0, 0, idx[:1], h[:1], w[:1],
+    ev = draws.recipe_params(0, 0, idx[:1], h[:1], w[:1],
                                image_recipe(train=False, size=(100, 200), crop_pct=1.0))[0]
     # shorter side 300 -> 200: a (150, 300) window in source pixels, centred
     assert ev[0].tolist() == [75, 50, 150, 300]

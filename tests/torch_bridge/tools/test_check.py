@@ -127,3 +127,13 @@ def test_shards_as_make_loader_takes_them(kind, tiny_data, tmp_path, capsys):
     (out / "manifest.json").unlink()
     assert detect_modality(out) == data.modality
     assert check_data(out, modality=data.modality).ok
+
+
+def test_a_store_handed_in_is_checked_through(bad):
+    from tests.stores.user_stores import MountedStore
+    report = check_data(f"mnt/{bad.name}", modality="image", store=MountedStore(bad.parent))
+    named = {p.path.rsplit("/", 1)[-1] for p in report.problems}
+    assert {"bomb.jpg", "eoi.jpg", "empty.jpg"} <= named
+    assert all(p.path.startswith("mnt/") for p in report.problems)
+    with pytest.raises(ValueError, match="give the modality with store="):
+        check_data(f"mnt/{bad.name}", store=MountedStore(bad.parent))
