@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from dali_pipes.formats import open_envi
+from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
 from dali_pipes.sources.hyperspectral import HyperspectralSource, open_cube
 from dali_pipes.stores.remote import FsspecStore
-from dali_pipes.sample_data.sample_hyperspectral import small_scene_folder
 
 LINES, SAMPLES, BANDS = 9, 11, 7
 CODES = {"int16": 2, "float32": 4, "float64": 5, "uint16": 12}
