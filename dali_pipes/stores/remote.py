@@ -21,9 +21,9 @@ are fetched in the background (`read_ahead` of them, adjacent ones in one reques
 requests in flight per process: `dali_pipes.stores.read_ahead`), so a first pass keeps the
 server busy rather than waiting on one block at a time. `read_pieces` hands a range out as
 views of the cached blocks, without copying (cube windows take a few elements of a long
-range). The file system object is
-made per process (after a fork too) on first use, so a store pickles into DataLoader workers
-and DALI's parallel external_source workers and each opens its own connections.
+range). The file system object is made per process (after a fork too) on first use, so a
+store pickles into DataLoader workers and DALI's parallel external_source workers and each
+opens its own connections.
 
 Folders behind URLs: `list` lists every object under a prefix, with sizes and versions, in
 one listing call (`fs.find(..., detail=True)`); `read_range` with the listed (size, version)
