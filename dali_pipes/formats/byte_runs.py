@@ -88,6 +88,7 @@ class Window:
         self.index = (slice(None),) + tuple(
             slice(None) if isinstance(s, slice) else s - first(s) for s in inner)
         self.strides, self.item = (self.stride, self.row, item), item
+        self.whole = all(isinstance(s, slice) for s in inner)  # the box is the window
         self.lo = first(inner[0]) * self.row + first(inner[1]) * item  # of each row
         self.gap = max(self.run, getattr(read, "piece_size", 0)
                        if hasattr(read, "pieces") else 0)
@@ -101,7 +102,7 @@ class Window:
         """`rows` rows from `row` of the window, in `data`: the object's bytes from `at`."""
         box = np.ndarray((rows,) + self.box, self.dtype, buffer=data,
                          offset=self.start(row, lo) - at, strides=self.strides)
-        return box[self.index]
+        return box if self.whole else box[self.index]
 
     def read(self, read: ReadRange, name: str, outer: Selection, out: np.ndarray | None,
              firsts: tuple[int, int] | None = None) -> np.ndarray:

@@ -13,8 +13,6 @@ FormatError naming the object and the byte range.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from dali_pipes.formats._mapped import check_index
@@ -39,19 +37,14 @@ def _selection(index: np.ndarray) -> Selection:
     return index
 
 
-class _Shapes:
+class _Shapes(dict):
     """The `Window` of each window shape (bands, lines, samples) a cube has been asked for,
     made once: the geometry of a window is the same wherever it lies."""
 
-    def __init__(self):
-        self._windows: dict[tuple, Window] = {}
-
-    def get(self, key: tuple, make: Callable[[], Window]) -> Window:
-        window = self._windows.get(key)
-        if window is None:
-            if len(self._windows) >= WINDOW_SHAPES:
-                self._windows.clear()
-            window = self._windows[key] = make()
+    def keep(self, key: tuple, window: Window) -> Window:
+        if len(self) >= WINDOW_SHAPES:
+            self.clear()
+        self[key] = window
         return window
 
 
@@ -80,7 +73,8 @@ class RangedEnviCube:
         chosen = self._bands(bands)
         wanted = (chosen, slice(y, y + h), slice(x, x + w))  # (bands, lines, samples)
         sel = [wanted[a] for a in self._file_axes]
-        window = self._shapes.get((None if bands is None else id(chosen), h, w), lambda: Window(
+        key = (None if bands is None else id(chosen), h, w)
+        window = self._shapes.get(key) or self._shapes.keep(key, Window(
             hd.header_offset, self._shape, hd.dtype, sel[1:], None, self._read))
         out = np.empty((count(chosen), h, w), self.dtype)
         window.read(self._read, self.data_path, sel[0], out.transpose(self._from_bsq),
@@ -114,7 +108,8 @@ class RangedSpeFile:
         lay = self.layout
         _check_window(y, x, h, w, lay.frames, lay.ydim)
         columns = self._columns(bands)
-        window = self._shapes.get((None if bands is None else id(columns), h, w), lambda: Window(
+        key = (None if bands is None else id(columns), h, w)
+        window = self._shapes.get(key) or self._shapes.keep(key, Window(
             lay.data_offset, (lay.frames, lay.ydim, lay.xdim), lay.dtype,
             (slice(x, x + w), columns), lay.frame_stride, self._read))
         out = np.empty((count(columns), h, w), self.dtype)

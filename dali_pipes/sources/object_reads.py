@@ -3,8 +3,9 @@ small ranges of large objects (cube windows) hold it, and it reads through the s
 `read_range` with the listed size and version (for an FsspecStore: its retries, timeouts,
 version check and block cache; no stat; a range past the object is an EOFError naming the
 object and the range). `pieces` gives a range as read-only pieces where the store can hand
-them out without copying (an FsspecStore's mapped cache blocks), for readers that take
-only a few small parts of a long range.
+them out without copying (an FsspecStore's mapped cache blocks, through the reader its
+`pieces_reader` makes once per object), for readers that take only a few small parts of a
+long range.
 """
 from __future__ import annotations
 
@@ -31,12 +32,19 @@ class ListedObject:
 
     def pieces(self, offset: int, count: int) -> list[tuple[int, np.ndarray]]:
         """Bytes `offset`..`offset + count` as (first byte, read-only uint8 array) pieces in
-        order: the store's `read_pieces` where it has one, else one piece."""
-        pieces = getattr(self.store, "read_pieces", None)
-        if pieces is None:
-            return [(offset, self(offset, count))]
+        order: the store's `pieces_reader` for this object where it has one (made once per
+        process), else one piece."""
         self._inside(offset, count)
-        return pieces(self.url, offset, count, (self.size, self.version))
+        reader = self.__dict__.get("_reader")
+        if reader is None:
+            make = getattr(self.store, "pieces_reader", None)
+            reader = make(self.url, (self.size, self.version)) if make is not None else \
+                (lambda at, n: [(at, self(at, n))])
+            object.__setattr__(self, "_reader", reader)
+        return reader(offset, count)
+
+    def __getstate__(self) -> dict:  # the reader is this process's
+        return {k: v for k, v in self.__dict__.items() if k != "_reader"}
 
     @property
     def piece_size(self) -> int:

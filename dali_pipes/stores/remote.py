@@ -171,6 +171,17 @@ class FsspecStore:
         return self.cache.pieces(url, None if version == NO_VERSION else version, total,
                                  offset, size, self._fetcher(url, version, total))
 
+    def pieces_reader(self, url: str, stat: tuple[int, int]
+                      ) -> Callable[[int, int], list[tuple[int, np.ndarray]]]:
+        """`read_pieces` of the object listed with `stat`, bound once: `(offset, size) ->
+        pieces` for a caller that has checked the range is inside the object (readers of
+        many small ranges of one object, cube windows)."""
+        total, version = int(stat[0]), int(stat[1])
+        if self.cache is None or version == NO_VERSION:
+            return lambda offset, size: self.read_pieces(url, offset, size, stat)
+        return partial(self.cache.pieces, url, version, total,
+                       fetch=self._fetcher(url, version, total))
+
     def _fetcher(self, url: str, version: int, total: int) -> Callable[[int, int], bytes]:
         """`_fetch_exact` of one object version (made once per object: reads of many small
         ranges make none)."""
