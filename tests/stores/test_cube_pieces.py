@@ -118,3 +118,17 @@ def test_a_window_is_copied_out_of_the_mapped_blocks(cubes, tmp_path):
     window[:] = 0
     np.testing.assert_array_equal(remote.cube(scene).read_window(1, 2, 3, 4),
                                   local.read_window(1, 2, 3, 4))
+
+
+def test_a_listed_object_pickles_without_its_reader(cubes, tmp_path):
+    """The pieces reader bound in one process stays there: a copy binds its own."""
+    import pickle
+    root, prefix = cubes
+    remote = _remote(prefix, "", cache_dir=str(tmp_path / "cache"), block_size=256)
+    scene = [Path(s.path).name for s in remote.scenes].index("bip_f8.hdr")
+    obj = remote.cube(scene)._read
+    first = obj.pieces(12, 300)
+    copy = pickle.loads(pickle.dumps(obj))
+    assert "_reader" in obj.__dict__ and "_reader" not in copy.__dict__
+    np.testing.assert_array_equal(np.concatenate([p for _, p in copy.pieces(12, 300)]),
+                                  np.concatenate([p for _, p in first]))
