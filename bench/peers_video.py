@@ -2,13 +2,17 @@
 would pick instead of ours, each in a torch DataLoader with 2 workers and our output.
 
 - "torchcodec": `torchcodec.decoders.VideoDecoder` (one per clip, `num_ffmpeg_threads=1` as
-  its docs advise for decoders running side by side, the default exact seek mode) with its
+  its docs advise for decoders running side by side, `seek_mode="approximate"`, which its
+  docs recommend for speed where the file's metadata is right, as in these constant-rate
+  files: the exact mode scans the whole file each time a decoder opens it) with its
   decoder-side `torchcodec.transforms.Resize((size, size))` (bilinear, antialiased, in
   FFmpeg's filter graph), the clip's frames by index with `get_frames_at`.
 - "pyav": PyAV as its docs show: `av.open`, `container.seek` to the clip's first frame
-  (FFmpeg lands on the keyframe at or before it), decode, and
-  `frame.to_ndarray(width=size, height=size, format="rgb24")` (swscale scales while it
-  converts to RGB).
+  (FFmpeg lands on the keyframe at or before it), decode, and each wanted frame scaled and
+  converted to RGB by one `VideoReformatter` per clip (swscale scales while it converts;
+  `frame.to_ndarray(width=, height=)` would make a new scaler for every frame). The decoder
+  keeps PyAV's default threading: "AUTO" (frame threads) costs more CPU per clip where the
+  2 workers already fill the cores (docs/measurements.md).
 
 Every row decodes the same frames: the sampler runs our plan in the main process (listing,
 clip starts and frame indices from `VideoFolderSource.clip_frames`, i.e. the pure functions
@@ -30,6 +34,7 @@ from fractions import Fraction
 
 import numpy as np
 import torch
+from av.video.reformatter import VideoReformatter
 
 from bench.baselines import _DictBatches
 from bench.peers import not_installed
@@ -70,7 +75,8 @@ def decode_torchcodec(path: str, frames: np.ndarray, size: tuple[int, int]
     their timestamps (seconds), by torchcodec scaling in the decoder."""
     from torchcodec.decoders import VideoDecoder
     from torchcodec.transforms import Resize
-    decoder = VideoDecoder(path, num_ffmpeg_threads=1, transforms=[Resize(size)])
+    decoder = VideoDecoder(path, num_ffmpeg_threads=1, seek_mode="approximate",
+                           transforms=[Resize(size)])
     batch = decoder.get_frames_at(frames.tolist())
     return batch.data, batch.pts_seconds.numpy().astype(np.float64)
 
@@ -78,11 +84,12 @@ def decode_torchcodec(path: str, frames: np.ndarray, size: tuple[int, int]
 def decode_pyav(path: str, frames: np.ndarray, size: tuple[int, int]
                 ) -> tuple[torch.Tensor, np.ndarray]:
     """The same by PyAV: seek to the first wanted frame, decode in presentation order up to
-    the last one, each wanted frame scaled by swscale in `to_ndarray`. Frame i is the one
-    whose pts is i frame periods after the stream's start (constant frame rate)."""
+    the last one, each wanted frame scaled by one swscale context for the clip. Frame i is
+    the one whose pts is i frame periods after the stream's start (constant frame rate)."""
     import av
     wanted = {int(i) for i in frames}
     got: dict[int, tuple[np.ndarray, float]] = {}
+    scaler = VideoReformatter()
     with av.open(path) as container:
         stream = container.streams.video[0]
         rate, base = Fraction(stream.average_rate), Fraction(stream.time_base)
@@ -92,8 +99,8 @@ def decode_pyav(path: str, frames: np.ndarray, size: tuple[int, int]
         for frame in container.decode(stream):
             i = round((frame.pts - start) * base * rate)
             if i in wanted:
-                got[i] = (frame.to_ndarray(width=size[1], height=size[0], format="rgb24"),
-                          float(frame.time))
+                rgb = scaler.reformat(frame, width=size[1], height=size[0], format="rgb24")
+                got[i] = (rgb.to_ndarray(), float(frame.time))
             if i >= max(wanted):
                 break
     missing = sorted(wanted - set(got))
