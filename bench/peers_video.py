@@ -19,8 +19,11 @@ clip starts and frame indices from `VideoFolderSource.clip_frames`, i.e. the pur
 of `dali_pipes.clips`, and the whole-clip flips of `dali_pipes.recipes.augment.flips`) and
 hands each worker (index, frame indices, flip); the videos are probed (and the decoder's
 module imported, for the workers to inherit) once when the loader is made, before any
-timing. Workers return uint8 (T, 3, size, size) clips; the batch is
-normalized on the target device as ours is: dict batches with "frames" float32
+timing. With a GPU, workers return uint8 (T, 3, size, size) clips and the batch is
+normalized on the device as ours is; on the CPU each worker normalizes its clip (one
+thread, in place after the float copy, as transforms in a Dataset run), where the main
+process would run the same arithmetic on torch's thread pool beside the busy workers.
+Dict batches with "frames" float32
 (B, T, 3, size, size), "timestamps" float64 (B, T) (seconds as each decoder reports them),
 "label" and "index" (`dali_pipes.schema.VIDEO`). Only squashed `size` clips with
 "repeat_last" padding: `clip_length`, `stride` and `train` are the options peers share with
@@ -115,10 +118,13 @@ _DECODERS = {"torchcodec": decode_torchcodec, "pyav": decode_pyav}
 
 
 class _Clips(torch.utils.data.Dataset):
-    """One clip per (index, frame indices, flip) from the sampler, decoded by `decode`."""
+    """One clip per (index, frame indices, flip) from the sampler, decoded by `decode`;
+    normalized here when `normalize` (the values of `normalize_pixels`)."""
 
-    def __init__(self, files: list[str], labels: np.ndarray, decode, size: tuple[int, int]):
+    def __init__(self, files: list[str], labels: np.ndarray, decode, size: tuple[int, int],
+                 normalize: bool = False):
         self.files, self.labels, self.decode, self.size = files, labels, decode, size
+        self.normalize = normalize
 
     def __len__(self) -> int:
         return len(self.files)
@@ -128,6 +134,9 @@ class _Clips(torch.utils.data.Dataset):
         clip, timestamps = self.decode(self.files[index], frames, self.size)
         if flip:
             clip = clip.flip(-1)
+        if self.normalize:
+            from torch_bridge.modalities.base import PIXEL_MEAN, PIXEL_STD
+            clip = clip.float().sub_(PIXEL_MEAN).div_(PIXEL_STD)
         return {"frames": clip.contiguous(), "timestamps": torch.from_numpy(timestamps),
                 "label": int(self.labels[index]), "index": index}
 
@@ -181,13 +190,14 @@ def video_peer_loader(peer: str, root, *, batch_size: int, size: int = 224,
     for i in range(len(source)):
         source.frame_count(i)  # probed here, before timing (FormatError for a bad file)
     files = [str(source.path(i)) for i in range(len(source))]
-    ds = _Clips(files, source.labels, decode, (size, size))
+    dev = torch.device(device)
+    ds = _Clips(files, source.labels, decode, (size, size), normalize=dev.type == "cpu")
     dl = torch.utils.data.DataLoader(
         ds, batch_size=batch_size, num_workers=num_workers, persistent_workers=num_workers > 0,
         sampler=_PlanSampler(source, seed, bool(shared.get("train", True))))
-    dev = torch.device(device)
 
     def finish(batch: dict) -> dict:
-        batch["frames"] = normalize_pixels(batch["frames"].to(dev))
+        if batch["frames"].dtype == torch.uint8:
+            batch["frames"] = normalize_pixels(batch["frames"].to(dev))
         return {k: v.to(dev) for k, v in batch.items()}
     return _DictBatches(dl, finish, len(dl))

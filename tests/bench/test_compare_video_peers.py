@@ -130,3 +130,20 @@ def test_torchcodec_in_approximate_mode_gives_the_exact_modes_frames(h264):
         want = exact.get_frames_at(frames.tolist())
         assert torch.equal(clip, want.data)
         np.testing.assert_allclose(times, want.pts_seconds.numpy(), atol=1e-9)
+
+
+def test_on_the_cpu_each_worker_normalizes_its_clip(h264):
+    """The values of normalize_pixels, computed in the worker (one thread) instead of on
+    the main process's thread pool; with a GPU the device normalizes the uint8 batch."""
+    from bench.peers_video import _Clips, decode_pyav
+    from torch_bridge.modalities.base import normalize_pixels
+    loader = video_peer_loader("pyav", h264, batch_size=2, size=16, num_workers=0,
+                               options=CLIPS)
+    assert loader.inner.dataset.normalize
+    source = VideoFolderSource(h264, **CLIPS)
+    files = [str(source.path(i)) for i in range(len(source))]
+    item = (1, source.clip_frames(0, 0, 1, train=True), True)
+    raw = _Clips(files, source.labels, decode_pyav, (16, 16))[item]["frames"]
+    done = _Clips(files, source.labels, decode_pyav, (16, 16), normalize=True)[item]["frames"]
+    assert raw.dtype == torch.uint8 and done.dtype == torch.float32
+    assert torch.equal(done, normalize_pixels(raw))
