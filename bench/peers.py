@@ -17,13 +17,10 @@ our output: RandomResizedCrop 224 + horizontal flip, normalized float32 CHW, 2 w
 None of these is a dependency of the project: a peer that is not installed is skipped with
 one line (`unavailable`).
 
-Epochs as long as training's: FFCV allocates its batch buffers anew for every epoch (paged
-in again on first use), a cost that an ImageNet epoch hides and an epoch of a few batches
-does not (docs/measurements.md). `repeated_folder` makes a folder in which each file of a
-set appears `copies` times (hard links: the same bytes, one copy in the page cache), so
-that every row's warm-up and timed steps fall inside one epoch:
-
-    python bench/peers.py --sample real --copies 8     # prints the folder to give --data
+FFCV allocates its batch buffers anew each epoch, which an ImageNet epoch hides and a sample
+set's few batches do not: `python bench/peers.py --sample real --copies 8` prints a folder
+in which each file appears 8 times (hard links, `repeated_folder`), for --data, so that
+every row's warm-up and timed steps fall inside one epoch (docs/measurements.md).
 """
 from __future__ import annotations
 
@@ -259,11 +256,8 @@ def _ffcv_loader(root, batch_size: int, size: int, num_workers: int, dev: torch.
 def repeated_folder(root, copies: int, into: Path | None = None) -> Path:
     """A folder of `root`'s class folders in which each file appears `copies` times, as hard
     links named `<stem>-<k><suffix>` (k = 0 .. copies-1), made once under `into` (default:
-    beside the sample sets) and reused while `root`'s listing is unchanged.
-
-    Raises:
-        ValueError: `copies` is not a positive int, or `root` (named) holds no class folder.
-    """
+    beside the sample sets) and reused while `root`'s listing is unchanged. ValueError when
+    `copies` is not an int >= 1 or `root` (named) holds no class folder."""
     if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
         raise ValueError(f"repeated_folder: copies must be an int >= 1, got {copies!r}")
     src = Path(root).resolve()
@@ -277,28 +271,23 @@ def repeated_folder(root, copies: int, into: Path | None = None) -> Path:
     out = (into or cache_root()) / f"{src.name}-x{copies}-{key}"
     if (out / ".complete").exists():
         return out
-    for f in files:
-        (out / f.parent.name).mkdir(parents=True, exist_ok=True)
-        for k in range(copies):
-            link = out / f.parent.name / f"{f.stem}-{k}{f.suffix}"
-            if not link.exists():
-                os.link(f, link)
+    for f, k in ((f, k) for f in files for k in range(copies)):
+        link = out / f.parent.name / f"{f.stem}-{k}{f.suffix}"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():  # a run stopped half-way left it
+            os.link(f, link)
     (out / ".complete").touch()
     return out
 
 
-def _parse(argv) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Print a sample set repeated `--copies` times "
-                                "(hard links), for `compare.py --data` with --peers.")
+def main(argv=None) -> int:
+    """Print a sample set (or --data) repeated `--copies` times, for compare.py --data."""
+    p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("--sample", choices=["default", "large", "real", "h264"], default="real",
                    help="built-in image set, or h264: the 48 H.264 clips of 640x360")
     p.add_argument("--data", help="a folder of class folders instead of a sample set")
     p.add_argument("--copies", type=int, default=8, help="times each file appears")
-    return p.parse_args(argv)
-
-
-def main(argv=None) -> int:
-    args = _parse(argv)
+    args = p.parse_args(argv)
     if args.data:
         root = Path(args.data)
     elif args.sample == "h264":
