@@ -2,14 +2,17 @@
 
 - "classic": torchvision ImageFolder + PIL + transforms (RandomResizedCrop, flip,
   ToTensor, Normalize), a DataLoader with 2 workers: the textbook PyTorch pipeline.
-- "dali-stock": DALI's own recipe: fn.readers.file + decoders.image + random_resized_crop
-  + crop_mirror_normalize, read by DALI's DALIGenericIterator.
+- "dali-stock": DALI's own recipe, as its ResNet-50 training example writes it:
+  fn.readers.file + decoders.image_random_crop (the crop window decoded, not the whole
+  file) + resize + crop_mirror_normalize, read by DALI's DALIGenericIterator.
 - "usual" (with a training recipe): the recipe written the usual way, ImageFolder + PIL +
   torchvision.transforms.v2 in a DataLoader with 2 workers and timm-style mixup / cutmix on
   the batch in the training loop (`usual_loader`, `Mixup`).
 All yield dicts with "image" and "label" (and "target" when a recipe mixes), like ours.
 """
 from __future__ import annotations
+
+from typing import cast
 
 import torch
 
@@ -52,6 +55,7 @@ def dali_stock_loader(root, *, batch_size: int, size: int = 224, num_threads: in
     import nvidia.dali.fn as fn
     import nvidia.dali.types as types
     from nvidia.dali import pipeline_def
+    from nvidia.dali.data_node import DataNode
     from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
     gpu = device.startswith("cuda")
@@ -61,11 +65,12 @@ def dali_stock_loader(root, *, batch_size: int, size: int = 224, num_threads: in
     def stock():
         jpegs, labels = fn.readers.file(file_root=str(root), random_shuffle=True,
                                         name="reader")
-        images = fn.decoders.image(jpegs, device="mixed" if gpu else "cpu",
-                                   output_type=types.RGB)
-        images = fn.random_resized_crop(images, size=[size, size])
+        crops = fn.decoders.image_random_crop(
+            jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB,
+            random_aspect_ratio=[0.75, 4 / 3], random_area=[0.08, 1.0], num_attempts=100)
+        resized = cast(DataNode, fn.resize(crops, resize_x=size, resize_y=size))
         images = fn.crop_mirror_normalize(
-            images, mirror=fn.random.coin_flip(), dtype=types.FLOAT, output_layout="CHW",
+            resized, mirror=fn.random.coin_flip(), dtype=types.FLOAT, output_layout="CHW",
             mean=[m * 255 for m in IMAGENET_MEAN], std=[s * 255 for s in IMAGENET_STD])
         return images, labels.gpu() if gpu else labels
 

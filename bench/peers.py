@@ -16,15 +16,26 @@ our output: RandomResizedCrop 224 + horizontal flip, normalized float32 CHW, 2 w
   the pixels left in the worker: the CPU any full-decode loader needs at least.
 None of these is a dependency of the project: a peer that is not installed is skipped with
 one line (`unavailable`).
+
+FFCV allocates its batch buffers anew each epoch, which an ImageNet epoch hides and a sample
+set's few batches do not: `python bench/peers.py --sample real --copies 8` prints a folder
+in which each file appears 8 times (hard links, `repeated_folder`), for --data, so that
+every row's warm-up and timed steps fall inside one epoch (docs/measurements.md).
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import torch
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.baselines import _DictBatches
 from dali_pipes.pipelines.image import IMAGENET_MEAN, IMAGENET_STD
@@ -240,3 +251,54 @@ def _ffcv_loader(root, batch_size: int, size: int, num_workers: int, dev: torch.
                     pipelines=pipelines, seed=seed)
     return _DictBatches(loader, lambda b: {"image": b[0].to(dev), "label": b[1].to(dev)},
                         len(loader))
+
+
+def repeated_folder(root, copies: int, into: Path | None = None) -> Path:
+    """A folder of `root`'s class folders in which each file appears `copies` times, as hard
+    links named `<stem>-<k><suffix>` (k = 0 .. copies-1), made once under `into` (default:
+    beside the sample sets) and reused while `root`'s listing is unchanged. ValueError when
+    `copies` is not an int >= 1 or `root` (named) holds no class folder."""
+    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
+        raise ValueError(f"repeated_folder: copies must be an int >= 1, got {copies!r}")
+    src = Path(root).resolve()
+    classes = sorted(d for d in src.iterdir() if d.is_dir()) if src.is_dir() else []
+    if not classes:
+        raise ValueError(f"{src}: no class folders to repeat (a folder of class folders "
+                         "of files is needed)")
+    files = [f for d in classes for f in sorted(d.iterdir()) if f.is_file()]
+    listing = [(str(f.relative_to(src)), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    key = hashlib.sha256(repr((str(src), copies, listing)).encode()).hexdigest()[:10]
+    out = (into or cache_root()) / f"{src.name}-x{copies}-{key}"
+    if (out / ".complete").exists():
+        return out
+    for f, k in ((f, k) for f in files for k in range(copies)):
+        link = out / f.parent.name / f"{f.stem}-{k}{f.suffix}"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():  # a run stopped half-way left it
+            os.link(f, link)
+    (out / ".complete").touch()
+    return out
+
+
+def main(argv=None) -> int:
+    """Print a sample set (or --data) repeated `--copies` times, for compare.py --data."""
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("--sample", choices=["default", "large", "real", "h264"], default="real",
+                   help="built-in image set, or h264: the 48 H.264 clips of 640x360")
+    p.add_argument("--data", help="a folder of class folders instead of a sample set")
+    p.add_argument("--copies", type=int, default=8, help="times each file appears")
+    args = p.parse_args(argv)
+    if args.data:
+        root = Path(args.data)
+    elif args.sample == "h264":
+        from dali_pipes.sample_data.sample_video import video_dataset
+        root = video_dataset(size=(640, 360), codec="libx264")
+    else:
+        from bench.first_run import sample_data
+        root = sample_data("image", args.sample, lambda line: print(line, file=sys.stderr))
+    print(repeated_folder(root, args.copies))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

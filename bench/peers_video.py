@@ -2,21 +2,28 @@
 would pick instead of ours, each in a torch DataLoader with 2 workers and our output.
 
 - "torchcodec": `torchcodec.decoders.VideoDecoder` (one per clip, `num_ffmpeg_threads=1` as
-  its docs advise for decoders running side by side, the default exact seek mode) with its
+  its docs advise for decoders running side by side, `seek_mode="approximate"`, which its
+  docs recommend for speed where the file's metadata is right, as in these constant-rate
+  files: the exact mode scans the whole file each time a decoder opens it) with its
   decoder-side `torchcodec.transforms.Resize((size, size))` (bilinear, antialiased, in
   FFmpeg's filter graph), the clip's frames by index with `get_frames_at`.
 - "pyav": PyAV as its docs show: `av.open`, `container.seek` to the clip's first frame
-  (FFmpeg lands on the keyframe at or before it), decode, and
-  `frame.to_ndarray(width=size, height=size, format="rgb24")` (swscale scales while it
-  converts to RGB).
+  (FFmpeg lands on the keyframe at or before it), decode, and each wanted frame scaled and
+  converted to RGB by one `VideoReformatter` per clip (swscale scales while it converts;
+  `frame.to_ndarray(width=, height=)` would make a new scaler for every frame). The decoder
+  keeps PyAV's default threading: "AUTO" (frame threads) costs more CPU per clip where the
+  2 workers already fill the cores (docs/measurements.md).
 
 Every row decodes the same frames: the sampler runs our plan in the main process (listing,
 clip starts and frame indices from `VideoFolderSource.clip_frames`, i.e. the pure functions
 of `dali_pipes.geometry.clips`, and the whole-clip flips of `dali_pipes.geometry.draws.flips`) and
 hands each worker (index, frame indices, flip); the videos are probed (and the decoder's
 module imported, for the workers to inherit) once when the loader is made, before any
-timing. Workers return uint8 (T, 3, size, size) clips; the batch is
-normalized on the target device as ours is: dict batches with "frames" float32
+timing. With a GPU, workers return uint8 (T, 3, size, size) clips and the batch is
+normalized on the device as ours is; on the CPU each worker normalizes its clip (one
+thread, in place after the float copy, as transforms in a Dataset run), where the main
+process would run the same arithmetic on torch's thread pool beside the busy workers.
+Dict batches with "frames" float32
 (B, T, 3, size, size), "timestamps" float64 (B, T) (seconds as each decoder reports them),
 "label" and "index" (`dali_pipes.schema.VIDEO`). Only squashed `size` clips with
 "repeat_last" padding: `clip_length`, `stride` and `train` are the options peers share with
@@ -30,6 +37,7 @@ from fractions import Fraction
 
 import numpy as np
 import torch
+from av.video.reformatter import VideoReformatter
 
 from bench.baselines import _DictBatches
 from bench.peers import not_installed
@@ -70,7 +78,8 @@ def decode_torchcodec(path: str, frames: np.ndarray, size: tuple[int, int]
     their timestamps (seconds), by torchcodec scaling in the decoder."""
     from torchcodec.decoders import VideoDecoder
     from torchcodec.transforms import Resize
-    decoder = VideoDecoder(path, num_ffmpeg_threads=1, transforms=[Resize(size)])
+    decoder = VideoDecoder(path, num_ffmpeg_threads=1, seek_mode="approximate",
+                           transforms=[Resize(size)])
     batch = decoder.get_frames_at(frames.tolist())
     return batch.data, batch.pts_seconds.numpy().astype(np.float64)
 
@@ -78,11 +87,12 @@ def decode_torchcodec(path: str, frames: np.ndarray, size: tuple[int, int]
 def decode_pyav(path: str, frames: np.ndarray, size: tuple[int, int]
                 ) -> tuple[torch.Tensor, np.ndarray]:
     """The same by PyAV: seek to the first wanted frame, decode in presentation order up to
-    the last one, each wanted frame scaled by swscale in `to_ndarray`. Frame i is the one
-    whose pts is i frame periods after the stream's start (constant frame rate)."""
+    the last one, each wanted frame scaled by one swscale context for the clip. Frame i is
+    the one whose pts is i frame periods after the stream's start (constant frame rate)."""
     import av
     wanted = {int(i) for i in frames}
     got: dict[int, tuple[np.ndarray, float]] = {}
+    scaler = VideoReformatter()
     with av.open(path) as container:
         stream = container.streams.video[0]
         rate, base = Fraction(stream.average_rate), Fraction(stream.time_base)
@@ -92,8 +102,8 @@ def decode_pyav(path: str, frames: np.ndarray, size: tuple[int, int]
         for frame in container.decode(stream):
             i = round((frame.pts - start) * base * rate)
             if i in wanted:
-                got[i] = (frame.to_ndarray(width=size[1], height=size[0], format="rgb24"),
-                          float(frame.time))
+                rgb = scaler.reformat(frame, width=size[1], height=size[0], format="rgb24")
+                got[i] = (rgb.to_ndarray(), float(frame.time))
             if i >= max(wanted):
                 break
     missing = sorted(wanted - set(got))
@@ -108,10 +118,13 @@ _DECODERS = {"torchcodec": decode_torchcodec, "pyav": decode_pyav}
 
 
 class _Clips(torch.utils.data.Dataset):
-    """One clip per (index, frame indices, flip) from the sampler, decoded by `decode`."""
+    """One clip per (index, frame indices, flip) from the sampler, decoded by `decode`;
+    normalized here when `normalize` (the values of `normalize_pixels`)."""
 
-    def __init__(self, files: list[str], labels: np.ndarray, decode, size: tuple[int, int]):
+    def __init__(self, files: list[str], labels: np.ndarray, decode, size: tuple[int, int],
+                 normalize: bool = False):
         self.files, self.labels, self.decode, self.size = files, labels, decode, size
+        self.normalize = normalize
 
     def __len__(self) -> int:
         return len(self.files)
@@ -121,6 +134,9 @@ class _Clips(torch.utils.data.Dataset):
         clip, timestamps = self.decode(self.files[index], frames, self.size)
         if flip:
             clip = clip.flip(-1)
+        if self.normalize:
+            from torch_bridge.modalities.base import PIXEL_MEAN, PIXEL_STD
+            clip = clip.float().sub_(PIXEL_MEAN).div_(PIXEL_STD)
         return {"frames": clip.contiguous(), "timestamps": torch.from_numpy(timestamps),
                 "label": int(self.labels[index]), "index": index}
 
@@ -174,13 +190,14 @@ def video_peer_loader(peer: str, root, *, batch_size: int, size: int = 224,
     for i in range(len(source)):
         source.frame_count(i)  # probed here, before timing (FormatError for a bad file)
     files = [str(source.path(i)) for i in range(len(source))]
-    ds = _Clips(files, source.labels, decode, (size, size))
+    dev = torch.device(device)
+    ds = _Clips(files, source.labels, decode, (size, size), normalize=dev.type == "cpu")
     dl = torch.utils.data.DataLoader(
         ds, batch_size=batch_size, num_workers=num_workers, persistent_workers=num_workers > 0,
         sampler=_PlanSampler(source, seed, bool(shared.get("train", True))))
-    dev = torch.device(device)
 
     def finish(batch: dict) -> dict:
-        batch["frames"] = normalize_pixels(batch["frames"].to(dev))
+        if batch["frames"].dtype == torch.uint8:
+            batch["frames"] = normalize_pixels(batch["frames"].to(dev))
         return {k: v.to(dev) for k, v in batch.items()}
     return _DictBatches(dl, finish, len(dl))

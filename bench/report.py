@@ -21,7 +21,7 @@ ROWS = {
     "dali": "this project, DALI backend (make_loader(backend=\"dali\"))",
     "torch": "this project, DataLoader path (make_loader(backend=\"torch\"))",
     "classic": "ImageFolder + PIL + torchvision transforms, a DataLoader",
-    "dali-stock": "DALI's own recipe (fn.readers.file, decoders, random_resized_crop)",
+    "dali-stock": "DALI's own recipe (readers.file, image_random_crop, resize)",
     "adapter": "a user Dataset + Sampler on our DALI graph (dali_from_dataset)",
     "usual": "the recipe written the usual way (ImageFolder + PIL + transforms.v2)",
     "ffcv": "FFCV, set up as its docs recommend (bench/peers.py)",

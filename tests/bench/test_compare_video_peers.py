@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from bench.compare import peer_rows
 from bench.peers_video import VIDEO_PEERS, unavailable, video_peer_loader
@@ -87,3 +88,62 @@ def test_compare_refuses_bad_options():
         [sys.executable, str(ROOT / "bench" / "compare.py"), "--modality", "video",
          "--options", "[16]"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--options: a JSON object is needed" in proc.stderr
+
+
+def test_pyav_scales_a_clip_with_one_reformatter(h264, monkeypatch):
+    """One swscale context per clip (PyAV's reusable VideoReformatter), not one per frame as
+    `frame.to_ndarray(width=, height=)` makes; the pixels are those of the per-frame way."""
+    import av
+
+    from bench import peers_video
+    made = []
+    real = peers_video.VideoReformatter
+
+    def counted():
+        made.append(real())
+        return made[-1]
+
+    monkeypatch.setattr(peers_video, "VideoReformatter", counted)
+    path = str(sorted(h264.rglob("*.mp4"))[0])
+    frames = np.array([3, 5, 7, 9])
+    clip, times = peers_video.decode_pyav(path, frames, (16, 16))
+    assert len(made) == 1 and clip.shape == (4, 3, 16, 16)
+    with av.open(path) as container:
+        every = [f.to_ndarray(width=16, height=16, format="rgb24")
+                 for f in container.decode(video=0)]
+    np.testing.assert_array_equal(clip.permute(0, 2, 3, 1).numpy(), np.stack(every)[frames])
+
+
+def test_torchcodec_in_approximate_mode_gives_the_exact_modes_frames(h264):
+    """The seek mode torchcodec's docs recommend for speed takes the same frames here."""
+    if unavailable("torchcodec"):
+        pytest.skip(unavailable("torchcodec"))
+    from torchcodec.decoders import VideoDecoder
+    from torchcodec.transforms import Resize
+
+    from bench.peers_video import decode_torchcodec
+    source = VideoFolderSource(h264, **CLIPS)
+    for index in range(len(source)):
+        path, frames = str(source.path(index)), source.clip_frames(0, 0, index, train=True)
+        clip, times = decode_torchcodec(path, frames, (16, 16))
+        exact = VideoDecoder(path, seek_mode="exact", transforms=[Resize((16, 16))])
+        want = exact.get_frames_at(frames.tolist())
+        assert torch.equal(clip, want.data)
+        np.testing.assert_allclose(times, want.pts_seconds.numpy(), atol=1e-9)
+
+
+def test_on_the_cpu_each_worker_normalizes_its_clip(h264):
+    """The values of normalize_pixels, computed in the worker (one thread) instead of on
+    the main process's thread pool; with a GPU the device normalizes the uint8 batch."""
+    from bench.peers_video import _Clips, decode_pyav
+    from torch_bridge.modalities.base import normalize_pixels
+    loader = video_peer_loader("pyav", h264, batch_size=2, size=16, num_workers=0,
+                               options=CLIPS)
+    assert loader.inner.dataset.normalize
+    source = VideoFolderSource(h264, **CLIPS)
+    files = [str(source.path(i)) for i in range(len(source))]
+    item = (1, source.clip_frames(0, 0, 1, train=True), True)
+    raw = _Clips(files, source.labels, decode_pyav, (16, 16))[item]["frames"]
+    done = _Clips(files, source.labels, decode_pyav, (16, 16), normalize=True)[item]["frames"]
+    assert raw.dtype == torch.uint8 and done.dtype == torch.float32
+    assert torch.equal(done, normalize_pixels(raw))
