@@ -26,7 +26,8 @@ Then the same for real code (skip with `--no-real`): `--real-shards` tar shards 
 fsspec's in-memory file system, listed by ShardSource (`memory://` URLs, so the remote path:
 FsspecStore, tar indexes, the block cache of `--real-cache-mib` under a temporary folder);
 rank 0 of `--world` reads its epoch with `source.read(i, STORED)` (the stored bytes) and the
-block cache's own miss counter gives the blocks fetched.
+block cache's own miss counter gives the blocks fetched (blocks of 1 MiB, no read-ahead:
+the store's defaults fetch 4 MiB blocks, and more after a miss).
 """
 from __future__ import annotations
 
@@ -146,7 +147,8 @@ def real_fetches(args, window: int | None, index_dir: str) -> dict:
     root = f"memory://shard_order_bench/{args.real_shards}x{args.real_per_shard}"
     with tempfile.TemporaryDirectory() as cache:
         source = ShardSource(root + "/", index_dir=index_dir, store=FsspecStore(
-            cache_dir=cache, cache_limit=args.real_cache_mib << 20))
+            cache_dir=cache, cache_limit=args.real_cache_mib << 20, block_size=BLOCK,
+            read_ahead=0))  # blocks of the simulation's size, each miss one fetch
         _, ranks = rank_orders(np.asarray(source.shard_ids), args.world, window)
         for i in ranks[0]:
             source.read(int(i), STORED)

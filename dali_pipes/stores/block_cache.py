@@ -3,16 +3,20 @@
 Each block is one file `<cache_dir>/<sha256 of (url, version)>-<block>.blk`, the block's
 bytes followed by their CRC-32, written to a temporary name and renamed, so several
 processes (ranks on one node, loader workers) share one cache safely: a reader sees a whole
-block or none. A hit touches the file's mtime; when the cache holds more than `limit` bytes,
-the files with the oldest mtimes go first. A block removed by another process between
-listing and reading is simply fetched again.
+block or none. Use touches a file's mtime (at most once a second per block and process);
+when the cache holds more than `limit` bytes, the files with the oldest mtimes go first. A
+block removed by another process between listing and reading is simply fetched again.
 
-Blocks are verified: the first time a process uses a block file it reads it whole and checks
-its CRC-32 (later reads of the same file, same inode, take only the bytes they want). A file
-whose bytes do not match (zero-filled after a crash, a flipped bit, another program's write)
-is removed and the block fetched again, with one warning naming the file; it is never
-served. An object without a version (its server sends neither ETag nor Last-Modified) is
-read without the cache, with one warning: a change to it could not be told from its blocks.
+Blocks are verified: the first time a process uses a block file it checks the whole file
+against its CRC-32, then keeps it mapped (`dali_pipes.stores.mapped_blocks`: the most
+recently used `maps` files per process), so a warm read is a copy of the bytes wanted out of
+the page cache, with no system call but one `fstat`, and `pieces` hands out views of the
+mapped blocks without copying (readers that gather small parts of a range: cube windows).
+A file whose bytes do not match (zero-filled after a crash, a flipped bit, another
+program's write) is removed and the block fetched again, with one warning naming the file;
+it is never served. An object without a version (its server sends neither ETag nor
+Last-Modified) is read without the cache, with one warning: a change to it could not be
+told from its blocks.
 
 The cache never makes a read fail: a cache folder that cannot be made or written (full disk,
 no permission, a file in its place) is bypassed after one warning naming it (blocks already
@@ -24,79 +28,21 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
+import threading
 import warnings
-import zlib
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-DEFAULT_BLOCK = 1 << 20
-DIGEST = 4  # bytes of the CRC-32 stored after each block's data
+from dali_pipes.stores.mapped_blocks import BAD, DEFAULT_MAPS, DIGEST, MappedBlocks, digest, touch
+from dali_pipes.stores.read_ahead import ReadAhead
 
+__all__ = ["DEFAULT_BLOCK", "DIGEST", "BlockCache"]
 
-def _touch(path: Path) -> None:
-    """mtime = now, from the fine clock (file systems stamp files with a coarse one)."""
-    now = time.time_ns()
-    os.utime(path, ns=(now, now))
-
-
-def _preadv(fd: int, view: np.ndarray, at: int) -> int:
-    """Bytes read from `fd` at `at` straight into `view` (a copy where preadv is missing)."""
-    if hasattr(os, "preadv"):
-        return os.preadv(fd, [view.data], at)
-    data = os.pread(fd, len(view), at)
-    view[:len(data)] = np.frombuffer(data, np.uint8)
-    return len(data)
-
-
-def _digest(data) -> bytes:
-    return zlib.crc32(data).to_bytes(DIGEST, "little")
-
-
-def _used(fd: int) -> None:
-    now = time.time_ns()
-    try:
-        os.utime(fd, ns=(now, now))
-    except OSError:  # a read-only cache still serves its blocks
-        pass
-
-
-HIT, MISS, BAD = "hit", "miss", "bad"
-
-
-def _read_into(path: Path, length: int, at: int, view: np.ndarray, verified: dict) -> str:
-    """Fill `view` from byte `at` of the block file `path` and mark it used (HIT); MISS
-    when the file is missing (never cached, evicted by another process, unreadable) or
-    does not hold `length` bytes and their digest; BAD when the bytes do not match the
-    digest. A file is read whole and checked the first time this process uses it
-    (`verified` maps its path to its device and inode then); later reads take only
-    the bytes wanted."""
-    name = os.fspath(path)  # the memo's key: a str hashes faster than a Path
-    try:
-        fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return MISS
-    try:
-        st = os.fstat(fd)
-        if st.st_size != length + DIGEST:
-            return MISS
-        if verified.get(name) == (st.st_dev, st.st_ino):
-            if _preadv(fd, view, at) != len(view):
-                return MISS
-        else:
-            whole = np.empty(length + DIGEST, np.uint8)
-            if _preadv(fd, whole, 0) != len(whole):
-                return MISS
-            if _digest(whole[:length]) != whole[length:].tobytes():
-                return BAD
-            view[:] = whole[at:at + len(view)]
-            verified[name] = (st.st_dev, st.st_ino)
-        _used(fd)
-        return HIT
-    finally:
-        os.close(fd)
+DEFAULT_BLOCK = 4 << 20  # bytes a block: one ranged GET each, and one memory map
+Fetch = Callable[[int, int], bytes]
 
 
 class BlockCache:
@@ -106,23 +52,25 @@ class BlockCache:
         cache_dir: the cache folder (created).
         limit: the most bytes the cache keeps (None: no bound).
         block_size: bytes per block.
+        maps: block files each process keeps mapped (`MappedBlocks`).
+        ahead: fetches the blocks after a miss in the background (None: no read-ahead).
     """
 
     def __init__(self, cache_dir: str, *, limit: int | None = None,
-                 block_size: int = DEFAULT_BLOCK):
+                 block_size: int = DEFAULT_BLOCK, maps: int = DEFAULT_MAPS,
+                 ahead: ReadAhead | None = None):
         if limit is not None and limit < block_size:
             raise ValueError(f"cache_limit={limit} is smaller than one block ({block_size})")
         self.dir, self.limit, self.block_size = Path(cache_dir), limit, block_size
         self.hits = self.misses = 0
         self.writable, self._unversioned_seen = True, False
-        self._verified: dict[str, tuple[int, int]] = {}  # block files checked here
+        self.blocks, self.ahead = MappedBlocks(maps), ahead
+        self._folder = os.fspath(self.dir)
+        self._stems: dict[tuple[str, int], str] = {}
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             self._bypass(exc)
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_verified": {}}  # checked by this process, not the next
 
     def _bypass(self, exc: OSError) -> None:
         """Stop writing blocks (once, with a warning naming the folder)."""
@@ -132,11 +80,9 @@ class BlockCache:
                           "to the server without caching", RuntimeWarning, stacklevel=4)
 
     def read(self, url: str, version: int | None, object_size: int, offset: int, size: int,
-             fetch: Callable[[int, int], bytes]) -> np.ndarray:
-        """Bytes `offset`..`offset + size` of `url`, from cached blocks or `fetch(start, end)`.
-
-        A cached block is not read whole: only the bytes wanted of it are read, straight
-        into the result (one `preadv`).
+             fetch: Fetch) -> np.ndarray:
+        """Bytes `offset`..`offset + size` of `url`, from cached blocks or `fetch(start, end)`,
+        as a new array (the wanted bytes of each block copied once).
 
         Args:
             url: the object.
@@ -151,40 +97,124 @@ class BlockCache:
         Returns:
             A uint8 array.
         """
+        parts = self.pieces(url, version, object_size, offset, size, fetch)
+        if len(parts) == 1:
+            return parts[0][1].copy()
+        out = np.empty(size, dtype=np.uint8)
+        for start, part in parts:
+            out[start - offset:start - offset + len(part)] = part
+        return out
+
+    def pieces(self, url: str, version: int | None, object_size: int, offset: int, size: int,
+               fetch: Fetch) -> list[tuple[int, np.ndarray]]:
+        """Bytes `offset`..`offset + size` of `url` as (first byte, read-only bytes) pieces in
+        order, one per block: views of the cached block files (mapped: nothing is copied)
+        or of the bytes fetched. Arguments as `read`'s."""
         if version is None:
             self._uncached(url)
-            return np.frombuffer(fetch(offset, offset + size), np.uint8).copy()
-        out = np.empty(size, dtype=np.uint8)
+            return [(offset, np.frombuffer(fetch(offset, offset + size), np.uint8))]
+        stem = self._stem(url, version)
         first, last = offset // self.block_size, (offset + size - 1) // self.block_size
-        stem = hashlib.sha256(f"{url}\0{version}".encode()).hexdigest()[:32]
+        if first == last:  # inside one block: the common case
+            at = offset - first * self.block_size
+            return [(offset, self._block(url, stem, first, object_size, fetch)[at:at + size])]
+        out = []
         for block in range(first, last + 1):
             start = block * self.block_size
             lo, hi = max(offset, start), min(offset + size, start + self.block_size)
-            self._block_into(url, stem, block, object_size, fetch, lo - start,
-                             out[lo - offset:hi - offset])
+            data = self._block(url, stem, block, object_size, fetch)
+            out.append((lo, data[lo - start:hi - start]))
         return out
 
-    def _block_into(self, url: str, stem: str, block: int, object_size: int, fetch, at: int,
-                    view: np.ndarray) -> None:
-        """Bytes `at`..`at + len(view)` of the block into `view`: from its file, else fetched
-        (and the whole block stored)."""
-        path = self.dir / f"{stem}-{block}.blk"
+    def _stem(self, url: str, version: int) -> str:
+        """The block files' name stem of (url, version) (remembered: one hash per object)."""
+        stem = self._stems.get((url, version))
+        if stem is None:
+            if len(self._stems) >= 1 << 14:
+                self._stems.clear()
+            stem = hashlib.sha256(f"{url}\0{version}".encode()).hexdigest()[:32]
+            self._stems[(url, version)] = stem
+        return stem
+
+    def _block(self, url: str, stem: str, block: int, object_size: int, fetch: Fetch
+               ) -> np.ndarray:
+        """The whole block: from its file (mapped), else fetched (and stored)."""
+        path = f"{self._folder}/{stem}-{block}.blk"
         start = block * self.block_size
         end = min(start + self.block_size, object_size)
-        found = _read_into(path, end - start, at, view, self._verified)
-        if found == HIT:
+        first_use = self.ahead is not None and not self.blocks.holds(path)
+        found = self.blocks.get(path, end - start)
+        if not isinstance(found, str):
             self.hits += 1
-            return
+            if first_use:  # a block fetched ahead: keep the read-ahead going
+                self._read_ahead(url, stem, block, object_size, fetch, whole_runs=True)
+            return found
         if found == BAD:
             self._drop(path, url, start, end)
         self.misses += 1
+        data = self._from_ahead(path, end - start)
+        fetched_ahead = data is not None
+        if data is None:
+            data = self._fetched(url, fetch, start, end)
+            if self.writable:
+                self._store(path, data)
+        if self.ahead is not None:
+            self._read_ahead(url, stem, block, object_size, fetch, whole_runs=fetched_ahead)
+        return np.frombuffer(data, np.uint8)
+
+    def _from_ahead(self, path: str, length: int) -> bytes | np.ndarray | None:
+        """The block when a read-ahead fetched it (waiting for its request), else None."""
+        if self.ahead is None:
+            return None
+        data = self.ahead.take(path)
+        if data is None:  # its request may have ended between our look and now
+            found = self.blocks.get(path, length)
+            return None if isinstance(found, str) else found
+        return data
+
+    @staticmethod
+    def _fetched(url: str, fetch: Fetch, start: int, end: int) -> bytes:
         data = fetch(start, end)
         if len(data) != end - start:
             raise EOFError(f"{url}: bytes {start}..{end} requested, got {len(data)} (the "
                            "server answered short)")
-        view[:] = np.frombuffer(data, np.uint8)[at:at + len(view)]
-        if self.writable:
-            self._store(path, data)
+        return data
+
+    def _read_ahead(self, url: str, stem: str, block: int, object_size: int, fetch: Fetch,
+                    *, whole_runs: bool = False) -> None:
+        """Ask for the blocks after `block` that are neither cached nor on their way, in
+        runs of adjacent blocks (`dali_pipes.stores.read_ahead`); `whole_runs`: only runs
+        of `merge` blocks (or up to the object's end), as the first use of a block fetched
+        ahead moves the window one block on."""
+        ahead = self.ahead
+        if ahead is None or not self.writable:
+            return
+        blocks = -(-object_size // self.block_size)
+        stop = min(block + 1 + ahead.blocks, blocks)
+        run: list[int] = []
+        for b in range(block + 1, stop + 1):
+            path = f"{self._folder}/{stem}-{b}.blk"
+            wanted = b < stop and not ahead.busy(path) and not os.path.exists(path)
+            if wanted:
+                run.append(b)
+            if run and (not wanted or len(run) == ahead.merge):
+                if not whole_runs or len(run) == ahead.merge or run[-1] == blocks - 1:
+                    paths = [f"{self._folder}/{stem}-{r}.blk" for r in run]
+                    ahead.submit(paths, partial(self._fetch_run, url, paths, run[0],
+                                                object_size, fetch))
+                run = []
+
+    def _fetch_run(self, url: str, paths: list[str], first: int, object_size: int,
+                   fetch: Fetch) -> list[bytes]:
+        """Blocks `first`.. (one per path) in one request, stored; their bytes."""
+        start = first * self.block_size
+        end = min(start + len(paths) * self.block_size, object_size)
+        data = self._fetched(url, fetch, start, end)
+        blocks = [data[i:i + self.block_size] for i in range(0, len(data), self.block_size)]
+        for path, part in zip(paths, blocks, strict=True):
+            if self.writable:
+                self._store(path, part)
+        return blocks
 
     def _uncached(self, url: str) -> None:
         if not self._unversioned_seen:
@@ -192,33 +222,33 @@ class BlockCache:
             warnings.warn(f"{url}: the server sends neither ETag nor Last-Modified for it, "
                           "so a change to it could not be told from its cached blocks; it "
                           "and every other such object are read without the block cache",
-                          RuntimeWarning, stacklevel=4)
+                          RuntimeWarning, stacklevel=5)
 
-    def _drop(self, path: Path, url: str, start: int, end: int) -> None:
+    def _drop(self, path: str, url: str, start: int, end: int) -> None:
         """Remove a block file whose bytes do not match their digest (one warning)."""
         warnings.warn(f"{path}: cached block of {url} (bytes {start}..{end}) does not match "
                       "its checksum (damaged on disk or written by another program); "
-                      "dropped and fetched again", RuntimeWarning, stacklevel=4)
-        self._verified.pop(os.fspath(path), None)
+                      "dropped and fetched again", RuntimeWarning, stacklevel=5)
+        self.blocks.forget(path)
         try:
-            path.unlink(missing_ok=True)
-        except OSError:  # a read-only cache: the block is fetched and served all the same
+            os.unlink(path)
+        except OSError:  # gone already, or a read-only cache: fetched and served all the same
             pass
 
-    def _store(self, path: Path, data: bytes) -> None:
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    def _store(self, path: str, data: bytes) -> None:
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"  # reads and read-ahead
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
-                f.write(_digest(data))
+                f.write(digest(data))
                 st = os.fstat(f.fileno())
-            _touch(tmp)
+            touch(tmp)
             os.replace(tmp, path)
-            self._verified[os.fspath(path)] = (st.st_dev, st.st_ino)
+            self.blocks.wrote(path, st)
             self._evict()
         except OSError as exc:
             try:
-                tmp.unlink(missing_ok=True)
+                os.unlink(tmp)
             except OSError:
                 pass
             self._bypass(exc)

@@ -14,10 +14,16 @@ the time spent. A read that returns fewer bytes than asked is an `EOFError` nami
 and the range. A server that sends no Content-Length (chunked answers) is asked for an
 object's first byte to learn its size. With `cache_dir`, reads go through a bounded block
 cache (`dali_pipes.stores.block_cache`) keyed by URL and version, each block checked against
-its checksum; a cache that cannot be written is bypassed with one warning, and objects
-without a validator (no ETag, no Last-Modified) are not cached. The file system object is
-made per process (after a fork too) on first use, so a store pickles into DataLoader workers
-and DALI's parallel external_source workers and each opens its own connections.
+its checksum once per process and then read from its memory map; a cache that cannot be
+written is bypassed with one warning, and objects without a validator (no ETag, no
+Last-Modified) are not cached. After a read misses a block, the next blocks of the object
+are fetched in the background (`read_ahead` of them, adjacent ones in one request, a few
+requests in flight per process: `dali_pipes.stores.read_ahead`), so a first pass keeps the
+server busy rather than waiting on one block at a time. `read_pieces` hands a range out as
+views of the cached blocks, without copying (cube windows take a few elements of a long
+range). The file system object is made per process (after a fork too) on first use, so a
+store pickles into DataLoader workers and DALI's parallel external_source workers and each
+opens its own connections.
 
 Folders behind URLs: `list` lists every object under a prefix, with sizes and versions, in
 one listing call (`fs.find(..., detail=True)`); `read_range` with the listed (size, version)
@@ -32,6 +38,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -40,6 +47,7 @@ from dali_pipes.stores import Entry
 from dali_pipes.stores.block_cache import DEFAULT_BLOCK, BlockCache
 from dali_pipes.stores.bounded import BoundedFileSystem
 from dali_pipes.stores.object_file import ObjectBytes
+from dali_pipes.stores.read_ahead import ReadAhead
 from dali_pipes.stores.remote_read import (
     NO_VERSION,
     ObjectChanged,
@@ -54,6 +62,8 @@ from dali_pipes.stores.remote_read import (
 )
 
 __all__ = ["FsspecStore", "MissingObject", "ObjectChanged", "StoreError", "is_url"]
+
+READ_AHEAD = 2  # blocks fetched in the background after a miss
 
 
 class StoreError(OSError):
@@ -95,23 +105,31 @@ class FsspecStore:
         retries: attempts after the first on transient failures.
         backoff: seconds before the first retry, doubled after each.
         timeout: seconds each request may take.
+        block_size: bytes per cached block.
+        read_ahead: with a cache, blocks fetched in the background after a read misses
+            one (`dali_pipes.stores.read_ahead`; 0: none).
     """
 
     supports_listing = True  # but not of http(s) folders: see `list`
 
     def __init__(self, *, storage_options: dict | None = None, cache_dir: str | None = None,
                  cache_limit: int | None = None, retries: int = 3, backoff: float = 0.2,
-                 timeout: float = 30.0, block_size: int = DEFAULT_BLOCK):
+                 timeout: float = 30.0, block_size: int = DEFAULT_BLOCK,
+                 read_ahead: int = READ_AHEAD):
         self.storage_options = dict(storage_options or {})
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
         self.cache_dir = cache_dir
-        self.cache = (BlockCache(cache_dir, limit=cache_limit, block_size=block_size)
-                      if cache_dir else None)
+        # a read waits for a block fetched ahead as long as its own request could take
+        ahead = ReadAhead(blocks=read_ahead, wait=timeout * (retries + 1) +
+                          backoff * 2 ** retries) if read_ahead > 0 else None
+        self.cache = (BlockCache(cache_dir, limit=cache_limit, block_size=block_size,
+                                 ahead=ahead) if cache_dir else None)
         self._fs: dict[str, Any] = {}
         self._stats: dict[str, tuple[int, int]] = {}  # per URL, taken once per listing
+        self._fetchers: dict[tuple[str, int, int], Callable[[int, int], bytes]] = {}
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_fs": {}}
+        return {**self.__dict__, "_fs": {}, "_fetchers": {}}
 
     def stat(self, url: str) -> tuple[int, int]:
         """(size, version): the version is a number that changes when the object does (from
@@ -133,31 +151,76 @@ class FsspecStore:
         otherwise); EOFError, naming the object and the range, when the range passes its
         size or the server returns fewer bytes. With `stat`, no stat is asked (readers of
         many small ranges: cube windows, members of shards)."""
-        total, version = (int(stat[0]), int(stat[1])) if stat is not None else self.stat(url)
-        if offset < 0 or size < 0 or offset + size > total:
-            raise EOFError(f"{url}: bytes {offset}..{offset + size} requested, the object "
-                           f"has {total}")
+        url, version, total = self._checked(url, offset, size, stat)
         if size == 0:
             return np.zeros(0, np.uint8)
-        return self._read(url, version, total, offset, size)
-
-    def _read(self, url: str, version: int, total: int, offset: int, size: int
-              ) -> np.ndarray:
-        def fetch(start: int, end: int) -> bytes:
-            data = self._fetch(url, start, end, version, total)
-            if len(data) == total != end - start:  # Range ignored: the whole object came
-                warnings.warn(f"{url}: the server ignores byte ranges and sends the whole "
-                              f"object ({total} bytes) for each read; reads stay correct "
-                              "but cost the whole object", stacklevel=2)
-                data = data[start:end]
-            if len(data) != end - start:
-                raise EOFError(f"{url}: bytes {start}..{end} requested, got {len(data)} "
-                               f"(the object changed since it was listed with {total} bytes)")
-            return data
+        fetch = self._fetcher(url, version, total)
         if self.cache is not None:  # an object without validators is never cached
             return self.cache.read(url, None if version == NO_VERSION else version, total,
                                    offset, size, fetch)
         return np.frombuffer(fetch(offset, offset + size), np.uint8).copy()
+
+    def read_pieces(self, url: str, offset: int, size: int,
+                    stat: tuple[int, int] | None = None) -> list[tuple[int, np.ndarray]]:
+        """The bytes `read_range` returns, as (first byte, read-only uint8 array) pieces in
+        order: with a block cache, views of its mapped blocks (nothing copied; a reader
+        that takes a few small parts of a long range reads only those), else one piece."""
+        url, version, total = self._checked(url, offset, size, stat)
+        if size == 0 or self.cache is None:
+            return [(offset, self.read_range(url, offset, size, stat))]
+        return self.cache.pieces(url, None if version == NO_VERSION else version, total,
+                                 offset, size, self._fetcher(url, version, total))
+
+    def pieces_reader(self, url: str, stat: tuple[int, int]
+                      ) -> Callable[[int, int], list[tuple[int, np.ndarray]]]:
+        """`read_pieces` of the object listed with `stat`, bound once: `(offset, size) ->
+        pieces` for a caller that has checked the range is inside the object (readers of
+        many small ranges of one object, cube windows)."""
+        total, version = int(stat[0]), int(stat[1])
+        if self.cache is None or version == NO_VERSION:
+            return lambda offset, size: self.read_pieces(url, offset, size, stat)
+        return partial(self.cache.pieces, url, version, total,
+                       fetch=self._fetcher(url, version, total))
+
+    def _fetcher(self, url: str, version: int, total: int) -> Callable[[int, int], bytes]:
+        """`_fetch_exact` of one object version (made once per object: reads of many small
+        ranges make none)."""
+        key = (url, version, total)
+        fetch = self._fetchers.get(key)
+        if fetch is None:
+            if len(self._fetchers) >= 1 << 12:
+                self._fetchers.clear()
+            fetch = self._fetchers[key] = partial(self._fetch_exact, url, version, total)
+        return fetch
+
+    @property
+    def piece_size(self) -> int:
+        """Bytes of the pieces `read_pieces` hands out without copying (the cache's blocks;
+        0 without a cache)."""
+        return self.cache.block_size if self.cache is not None else 0
+
+    def _checked(self, url: str, offset: int, size: int, stat: tuple[int, int] | None
+                 ) -> tuple[str, int, int]:
+        """(url, version, size) of a range read: EOFError when the range is not inside."""
+        total, version = (int(stat[0]), int(stat[1])) if stat is not None else self.stat(url)
+        if offset < 0 or size < 0 or offset + size > total:
+            raise EOFError(f"{url}: bytes {offset}..{offset + size} requested, the object "
+                           f"has {total}")
+        return url, version, total
+
+    def _fetch_exact(self, url: str, version: int, total: int, start: int, end: int) -> bytes:
+        """Bytes start..end of the object, exactly (the whole object's answer cut; EOFError
+        when fewer come)."""
+        data = self._fetch(url, start, end, version, total)
+        if len(data) == total != end - start:  # Range ignored: the whole object came
+            warnings.warn(f"{url}: the server ignores byte ranges and sends the whole "
+                          f"object ({total} bytes) for each read; reads stay correct "
+                          "but cost the whole object", stacklevel=2)
+            data = data[start:end]
+        if len(data) != end - start:
+            raise EOFError(f"{url}: bytes {start}..{end} requested, got {len(data)} "
+                           f"(the object changed since it was listed with {total} bytes)")
+        return data
 
     def open(self, url: str):
         """A read-only, seekable file object over the object (for walking a shard's tar

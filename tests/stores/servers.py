@@ -8,6 +8,8 @@ import socket
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -22,11 +24,14 @@ class RangeServer:
     """Serves the files of `root` with Last-Modified (from the file's mtime) and, unless
     `etag=False`, an ETag; `faults[path]` is a list of actions taken by the next requests
     for it: an HTTP status to answer, ("sleep", seconds) before answering, or ("short", n)
-    to send n bytes fewer than asked (a consistent, shorter answer)."""
+    to send n bytes fewer than asked (a consistent, shorter answer). `requests` counts the
+    requests per path, `most_in_flight` the most answered at once."""
 
     def __init__(self, root: Path, *, etag: bool = True):
         self.root, self.faults, self.requests = root, defaultdict(list), defaultdict(int)
         self.etag = etag
+        self.in_flight = self.most_in_flight = 0  # GETs and HEADs being answered
+        self._count = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -54,6 +59,16 @@ class RangeServer:
         self.httpd.server_close()
 
     def _serve(self, handler, body: bool) -> None:
+        with self._count:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            self._answer_file(handler, body)
+        finally:
+            with self._count:
+                self.in_flight -= 1
+
+    def _answer_file(self, handler, body: bool) -> None:
         name = handler.path.lstrip("/")
         self.requests[name] += 1
         short = 0
@@ -89,6 +104,15 @@ class RangeServer:
         handler.end_headers()
         if body:
             handler.wfile.write(data[start:end])
+
+
+@contextmanager
+def served_file(folder: Path, name: str, data: bytes) -> Iterator[tuple[RangeServer, str]]:
+    """`data` as `folder/name` behind a RangeServer: (the server, the file's URL)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data)
+    with RangeServer(folder) as server:
+        yield server, f"{server.url}/{name}"
 
 
 class MotoS3:

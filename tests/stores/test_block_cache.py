@@ -2,6 +2,8 @@
 the byte limit, a new object version in other blocks."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,45 @@ def test_a_block_file_cut_short_is_fetched_again(tmp_path):
     assert len(block.read_bytes()) == 100 + DIGEST  # stored whole again
     assert np.array_equal(cache.read("u", 1, len(BLOB), 10, 20, _fetcher(calls)), BLOB[10:30])
     assert len(calls) == 2 and cache.hits == 1
+
+
+def test_a_mapped_block_cut_short_in_place_is_fetched_again(tmp_path):
+    """A block kept mapped is asked for its size before each read: cut short in place by
+    another program, it is read again, never touched past its end (SIGBUS)."""
+    cache, calls = BlockCache(str(tmp_path), block_size=100), []
+    cache.read("u", 1, len(BLOB), 0, 100, _fetcher(calls))
+    cache.read("u", 1, len(BLOB), 0, 100, _fetcher(calls))  # a hit: mapped now
+    (block,) = tmp_path.glob("*.blk")
+    with open(block, "r+b") as f:
+        f.truncate(10)
+    assert np.array_equal(cache.read("u", 1, len(BLOB), 50, 50, _fetcher(calls)),
+                          BLOB[50:100])
+    assert len(calls) == 2 and len(block.read_bytes()) == 100 + DIGEST
+
+
+def test_a_mapped_block_replaced_keeps_the_bytes_checked(tmp_path):
+    cache, calls = BlockCache(str(tmp_path), block_size=100), []
+    cache.read("u", 1, len(BLOB), 0, 100, _fetcher(calls))
+    cache.read("u", 1, len(BLOB), 0, 100, _fetcher(calls))  # mapped, checked
+    (block,) = tmp_path.glob("*.blk")
+    other = tmp_path / "other"
+    other.write_bytes(bytes(100 + DIGEST))
+    os.replace(other, block)
+    assert np.array_equal(cache.read("u", 1, len(BLOB), 0, 100, _fetcher(calls)), BLOB[:100])
+    with pytest.warns(RuntimeWarning, match="does not match its checksum"):  # a new process
+        got = BlockCache(str(tmp_path), block_size=100).read("u", 1, len(BLOB), 0, 100,
+                                                              _fetcher(calls))
+    assert np.array_equal(got, BLOB[:100]) and len(calls) == 2
+
+
+def test_more_blocks_than_maps_read_right_and_pieces_are_views(tmp_path):
+    cache, calls = BlockCache(str(tmp_path), block_size=100, maps=2), []
+    cache.read("u", 1, len(BLOB), 0, len(BLOB), _fetcher(calls))
+    for start in (950, 10, 420, 10, 777, 0, 305):
+        got = cache.read("u", 1, len(BLOB), start, 50, _fetcher(calls))
+        assert np.array_equal(got, BLOB[start:start + 50]) and got.flags.writeable
+    pieces = cache.pieces("u", 1, len(BLOB), 150, 200, _fetcher(calls))
+    assert [at for at, _ in pieces] == [150, 200, 300]
+    assert all(not p.flags.writeable and p.base is not None for _, p in pieces)
+    assert np.array_equal(np.concatenate([p for _, p in pieces]), BLOB[150:350])
+    assert len(calls) == 10  # each block fetched once

@@ -15,7 +15,7 @@ import pytest
 
 from dali_pipes.sources.protocol import STORED
 from dali_pipes.stores.remote import FsspecStore
-from tests.stores.servers import RangeServer
+from tests.stores.servers import RangeServer, served_file
 
 BLOB = (np.arange(20000) * 13 % 251).astype(np.uint8)
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,10 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def served(tmp_path):
-    (tmp_path / "srv").mkdir()
-    (tmp_path / "srv" / "blob.bin").write_bytes(BLOB.tobytes())
-    with RangeServer(tmp_path / "srv") as server:
-        yield server, f"{server.url}/blob.bin"
+    with served_file(tmp_path / "srv", "blob.bin", BLOB.tobytes()) as found:
+        yield found
 
 
 def _store(cache_dir, **kw) -> FsspecStore:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import urllib.request
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from dali_pipes.sources.image import ImageFolderSource
 from dali_pipes.stores.remote import FsspecStore, StoreError
-from tests.stores.servers import MotoS3, RangeServer, free_port
+from tests.stores.servers import MotoS3, RangeServer
 from torch_bridge import make_loader
 from torch_bridge.testing.loader_contract import assert_same, copies
 
@@ -117,12 +118,16 @@ def _moto_auth(s3: MotoS3, count: str) -> None:
 
 
 def test_an_unreachable_endpoint_names_the_url():
-    options = {"key": "k", "secret": "s", "client_kwargs": {
-        "endpoint_url": f"http://127.0.0.1:{free_port()}", "region_name": "us-east-1"}}
-    # a refused connection is not retried; the timeout only has to outlast a loaded machine
-    store = FsspecStore(storage_options=options, retries=1, backoff=0.01, timeout=20.0)
-    with pytest.raises(StoreError, match=r"s3://nobody/train/: list failed after 1 attempt"):
-        ImageFolderSource("s3://nobody/train/", store=store)
+    with socket.socket() as held:  # bound, never listening: refused, and no server of a
+        held.bind(("127.0.0.1", 0))  # test running beside this one can take the port
+        options = {"key": "k", "secret": "s", "client_kwargs": {
+            "endpoint_url": f"http://127.0.0.1:{held.getsockname()[1]}",
+            "region_name": "us-east-1"}}
+        # a refused connection is not retried; the timeout only has to outlast a loaded machine
+        store = FsspecStore(storage_options=options, retries=1, backoff=0.01, timeout=20.0)
+        with pytest.raises(StoreError,
+                           match=r"s3://nobody/train/: list failed after 1 attempt"):
+            ImageFolderSource("s3://nobody/train/", store=store)
 
 
 def test_empty_and_flat_prefixes_are_value_errors_naming_the_url(tree, tmp_path):
