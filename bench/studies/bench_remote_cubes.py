@@ -5,7 +5,7 @@
 The built-in sample ENVI scene (int16, BIL, 200 x 200 pixels x 96 bands, 7.7 MB) is read
 patch by patch (`HyperspectralSource.read`, the feed's read) in one seeded random
 order of labeled pixels, side by side in one run: the local memory map; S3 with a cold
-block cache (a fresh cache folder: the first pass fetches the 1 MiB blocks it touches); the
+block cache (a fresh cache folder: the first pass fetches the blocks it touches); the
 same order again on the warm cache; and S3 without a cache (every line of every window one
 ranged GET, on a tenth of the patches). Wall time per pass, medians over rounds (each round
 remakes the sources and the cold cache).
