@@ -203,6 +203,7 @@ NOT_CHECKED = {  # command word(s) -> why the line is not run
     "printf": "a shell utility preparing a file for the commands checked",
 }
 ENV = re.compile(r"^(\w+=\S+\s+)+")
+SUBSTITUTED = re.compile(r"^\w+=\$\((.*)\)$")
 
 
 def commands(code: str) -> list[str]:
@@ -216,7 +217,9 @@ def commands(code: str) -> list[str]:
 
 
 def target_of(command: str) -> tuple[str, str, list[str]] | None:
-    """("module" | "path", target, the rest) of a python command, None for a rule's skip."""
+    """("module" | "path", target, the rest) of a python command, None for a rule's skip;
+    `NAME=$(command)` is its command."""
+    command = SUBSTITUTED.sub(r"\1", command)
     words = shlex.split(ENV.sub("", command).replace("[", " ").replace("]", " "))
     for rule in NOT_CHECKED:
         if words[:len(rule.split())] == rule.split():
