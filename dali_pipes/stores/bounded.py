@@ -1,7 +1,7 @@
 """Remote calls bounded as a whole: connection, headers and body within one timeout.
 
 A client's own timeouts bound each step, not the request: botocore's `read_timeout` bounds
-each socket read, so an S3 answer trickled a byte at a time never trips it and a 1 MiB block
+each socket read, so an S3 answer trickled a byte at a time never trips it and a 4 MiB block
 can take hours. fsspec's asynchronous file systems (s3fs, its HTTP file system, gcsfs, ...)
 run every call as a coroutine on the file system's event loop; `run_bounded` runs one there
 under a deadline, and a call past it is cancelled (the response it held is closed with it)
