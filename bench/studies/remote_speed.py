@@ -4,7 +4,7 @@
         [--stores s3,http] [--backends dali,torch] [--rounds 3] [--epochs 3]
         [--hyperspectral DIR] [--images DIR] [--video DIR] [--work DIR] [--json PATH]
 
-Data (held out: pass your own): `--hyperspectral`, a folder of one ENVI scene with its
+Data (pass your own): `--hyperspectral`, a folder of one ENVI scene with its
 label map (default: a 320 x 300 x 64-band int16 BIL scene); `--images`, class folders of
 images, packed into shards with `python -m dali_pipes.pack` (default: the built-in 640
 photos); `--video`, class folders of H.264 clips (default: 48 clips of 4 s, 320x240,
