@@ -220,3 +220,40 @@ def test_a_killed_worker_process_gets_its_shards_written_again(image_folder, tmp
     assert "a worker process died; writing shard-" in capsys.readouterr().err
     pack(src, tmp_path / "fresh", **options)
     assert _tree(out) == _tree(tmp_path / "fresh")
+
+
+def test_a_worker_spawned_as_the_pool_breaks_does_not_hold_the_pack(image_folder, tmp_path,
+                                                                    monkeypatch, capsys):
+    """CPython's ProcessPoolExecutor spawns its processes in `submit`: one spawned while
+    the manager ends a broken pool's processes is never told to end (the shutdown's join
+    waited for it forever), or, a moment later, fails on the closed queue (the pack died
+    with "OSError: handle is closed"). The second here: the second spawn kills the first
+    process and starts its own once the pool is marked broken; either way the shards are
+    written again by a new pool."""
+    import concurrent.futures.process as pool_module
+    import threading
+    real = pool_module.ProcessPoolExecutor._spawn_process
+    killed: list = []
+
+    def spawn(self):
+        if self._processes and not killed:
+            first = next(iter(self._processes.values()))
+            first.kill()
+            killed.append(first)
+            deadline = time.monotonic() + 60
+            while not self._broken and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.5)  # the manager has ended the processes it knew of
+        return real(self)
+
+    monkeypatch.setattr(pool_module.ProcessPoolExecutor, "_spawn_process", spawn)
+    src, out = _src(image_folder, tmp_path), tmp_path / "out"
+    options = {"shard_size": 7_000, "max_side": 64, "progress": False}
+    thread = threading.Thread(target=pack, args=(src, out), kwargs={**options, "workers": 2},
+                              daemon=True)
+    thread.start()
+    thread.join(120)
+    assert killed and not thread.is_alive(), "the pack waited for a worker never ended"
+    assert "a worker process died; writing shard-" in capsys.readouterr().err
+    pack(src, tmp_path / "fresh", **options)
+    assert _tree(out) == _tree(tmp_path / "fresh")

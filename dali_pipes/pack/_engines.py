@@ -65,20 +65,41 @@ def _pool_round(work, jobs: list[ShardJob], workers: int, progress: Progress
     """Run `jobs` on `workers` spawned processes; the jobs left when one of them died."""
     pool = ProcessPoolExecutor(min(workers, len(jobs)), mp_context=get_context("spawn"))
     futures: dict = {}
+    broken = False
     try:
         for n, job in enumerate(jobs):
             try:
                 futures[pool.submit(work, job)] = job
-            except BrokenProcessPool:  # a worker died while the jobs were handed out
+            except (BrokenProcessPool, OSError) as exc:  # a worker died meanwhile
+                # (a process spawned by this submit as the pool broke finds its queue
+                # closed: OSError)
+                if isinstance(exc, OSError) and not getattr(pool, "_broken", False):
+                    raise
+                broken = True
                 return _unfinished(futures) + jobs[n:]
         for future in as_completed(futures):
             try:
                 progress.done(future.result())
             except BrokenProcessPool:
+                broken = True
                 return _unfinished(futures)
         return []
     finally:
+        if broken:
+            _kill_workers(pool)
         pool.shutdown(wait=True, cancel_futures=True)  # running shards end, no new ones
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """End every worker process of a broken pool. Its manager thread joins each of them
+    after ending those it knows of, but a process that a `submit` spawned while the pool
+    broke is never told to end and waits for work forever, so the join (and `shutdown`)
+    would too. Every submit has returned here: the pool has no more processes to come."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            process.kill()
+        except (OSError, ValueError):  # already ended, or closed
+            pass
 
 
 def _unfinished(futures: dict) -> list[ShardJob]:
