@@ -36,7 +36,6 @@ are the same.
 """
 from __future__ import annotations
 
-import difflib
 import inspect
 import json
 import os
@@ -46,6 +45,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from dali_pipes.option_groups import closest
 from dali_pipes.pack._args import (
     DEFAULT_SHARD_SIZE,
     PackArgumentError,
@@ -181,9 +181,9 @@ def pack_run(given: dict[str, Any]) -> PackRun:
     names = [f.name for f in fields(PackRun)]
     unknown = [k for k in rest if k not in names]
     if unknown:
-        near = difflib.get_close_matches(unknown[0], [*names, "run", *_PACK_KEYWORDS], n=1)
+        near = closest(unknown[0], [*names, "run", *_PACK_KEYWORDS])
         raise TypeError(f"pack() got an unexpected keyword argument {unknown[0]!r}"
-                        + (f"; did you mean {near[0]!r}?" if near else ""))
+                        + (f"; did you mean {near!r}?" if near else ""))
     if run is not None and not isinstance(run, PackRun):
         raise TypeError(f"run must be a PackRun, got {type(run).__name__}")
     if run is not None and rest:
