@@ -95,10 +95,8 @@ class Moto:
         return t.user + t.system
 
     def put_tree(self, folder: Path, prefix: str) -> str:
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            self.client.put_object(Bucket="bench", Key=f"{prefix}/{path.relative_to(folder)}",
-                                   Body=path.read_bytes())
-        return f"s3://bench/{prefix}/"
+        from tests.stores.servers import put_tree
+        return put_tree(self.client, folder, "bench", prefix)
 
 
 def one_run(row: str, src, dst, shard_size: int, moto: Moto | None) -> dict:

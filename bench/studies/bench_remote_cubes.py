@@ -32,16 +32,6 @@ def patches_per_s(read, order) -> float:
     return len(order) / (time.perf_counter() - start)
 
 
-def _upload(s3, folder: Path) -> str:
-    import boto3
-    client = boto3.client("s3", endpoint_url=s3.endpoint, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    client.create_bucket(Bucket="cubes")
-    for path in sorted(folder.iterdir()):
-        client.put_object(Bucket="cubes", Key=f"scenes/{path.name}", Body=path.read_bytes())
-    return "s3://cubes/scenes/"
-
-
 def _round(local_dir: Path, url: str, options: dict, args, order) -> dict[str, float]:
     from dali_pipes.sources.hyperspectral import HyperspectralSource
     from dali_pipes.stores.remote import FsspecStore
@@ -86,7 +76,7 @@ def main(argv=None) -> int:
     order = np.random.default_rng(0).integers(0, n, args.patches)
     rows: dict[str, list[float]] = {}
     with MotoS3() as s3:
-        url = _upload(s3, local_dir)
+        url = s3.put_tree(local_dir, "cubes", "scenes")
         for _ in range(args.rounds):
             for name, rate in _round(local_dir, url, s3.options, args, order).items():
                 rows.setdefault(name, []).append(rate)

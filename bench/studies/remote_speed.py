@@ -44,12 +44,13 @@ from bench.metrics import LoadMonitor  # noqa: E402
 from bench.report import write_json  # noqa: E402
 
 CLIPS = {"batch_size": 8, "clip_length": 16, "size": 112}  # video: 16 frames to 112x112
+S3_ROOT = "s3://bench/served"  # where the served folder is put in S3
+RAW = ((1, 4 << 20), (4, 4 << 20), (4, 8 << 20))  # (threads, bytes a request)
 
 
 def loader_options(modality: str) -> dict:
     """make_loader options of a modality's rows (both loaders, both backends)."""
     return {**(CLIPS if modality == "video" else {"batch_size": 64}), "seed": 0}
-RAW = ((1, 4 << 20), (4, 4 << 20), (4, 8 << 20))  # (threads, bytes a request)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -116,24 +117,14 @@ def prepare(args) -> dict[str, dict[str, Path]]:
     return data
 
 
-def _upload(s3, served: Path) -> None:
-    import boto3
-    client = boto3.client("s3", endpoint_url=s3.endpoint, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    client.create_bucket(Bucket="bench")
-    for path in sorted(p for p in served.rglob("*") if p.is_file()):
-        client.put_object(Bucket="bench", Key=path.relative_to(served).as_posix(),
-                          Body=path.read_bytes())
-
-
 def remote(store: str, modality: str, local: Path, served: Path, servers: dict):
     """(data, storage options, [(url, size)] of its objects) of `local` behind `store`."""
     rel = local.relative_to(served).as_posix()
     files = sorted(p for p in local.rglob("*") if p.is_file())
     if store == "s3":
-        objects = [[f"s3://bench/{p.relative_to(served).as_posix()}", p.stat().st_size]
+        objects = [[f"{S3_ROOT}/{p.relative_to(served).as_posix()}", p.stat().st_size]
                    for p in files]
-        return f"s3://bench/{rel}/", servers["s3"].options, objects
+        return f"{S3_ROOT}/{rel}/", servers["s3"].options, objects
     base = servers["http"].url
     objects = [[f"{base}/{p.relative_to(served).as_posix()}", p.stat().st_size] for p in files]
     suffix = ".hdr" if modality == "hyperspectral" else ".tar"
@@ -198,7 +189,7 @@ def main(argv=None) -> int:
     data = prepare(args)
     served = args.work / "served"
     with MotoS3() as s3, RangeServer(served) as http:
-        _upload(s3, served)
+        s3.put_tree(served, "bench", "served")
         with LoadMonitor() as load:
             runs = run(args, data, {"s3": s3, "http": http})
     report = {"settings": {k: str(v) if isinstance(v, Path) else v

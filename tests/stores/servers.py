@@ -151,11 +151,7 @@ class MotoS3:
     def put_tree(self, folder: Path, bucket: str, prefix: str) -> str:
         """Put every file under `folder` at s3://bucket/prefix/<its relative path>; return
         that URL."""
-        client = self.bucket(bucket)
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            client.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(folder)}",
-                              Body=path.read_bytes())
-        return f"s3://{bucket}/{prefix}/"
+        return put_tree(self.bucket(bucket), folder, bucket, prefix)
 
     def upload(self, folder: Path, bucket: str, prefix: str) -> str:
         """Put the `.tar` files of `folder` under s3://bucket/prefix/; return that URL."""
@@ -165,3 +161,12 @@ class MotoS3:
         for shard in sorted(folder.glob("*.tar")):
             fs.put_file(str(shard), f"{bucket}/{prefix}/{shard.name}")
         return f"s3://{bucket}/{prefix}/"
+
+
+def put_tree(client, folder: Path, bucket: str, prefix: str) -> str:
+    """Put every file under `folder` at s3://bucket/prefix/<its relative path> with the
+    boto3 `client` (the bucket exists); return that URL."""
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        client.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(folder)}",
+                          Body=path.read_bytes())
+    return f"s3://{bucket}/{prefix}/"
