@@ -30,10 +30,11 @@ if __package__ in (None, ""):
 
 def cache_bytes(options: dict) -> int | None:
     """Bytes the block cache of `options` holds (None without one)."""
+    from dali_pipes.stores.block_cache import BlockCache
     folder = options.get("cache_dir")
     if not folder or not Path(folder).is_dir():
         return None
-    return sum(p.stat().st_size for p in Path(folder).glob("*.blk"))
+    return BlockCache(folder).size()
 
 
 def epoch(loader, number: int) -> dict:
