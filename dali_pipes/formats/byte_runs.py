@@ -33,11 +33,9 @@ def checked(read: ReadRange, name: str, offset: int, size: int) -> np.ndarray:
     try:
         data = read(offset, size)
     except EOFError as exc:
-        raise FormatError(name, "byte range", f"bytes {offset}..{offset + size} came back "
-                          f"short ({exc})") from exc
+        raise _short(name, offset, size, exc) from exc
     if len(data) != size:
-        raise FormatError(name, "byte range", f"bytes {offset}..{offset + size} came back "
-                          "short", value=f"{len(data)} bytes", expected=f"{size} bytes")
+        raise _short(name, offset, size, len(data))
     return data
 
 
@@ -50,13 +48,21 @@ def _pieces(read: ReadRange, name: str, offset: int, size: int) -> list[Piece]:
     try:
         got = pieces(offset, size)
     except EOFError as exc:
-        raise FormatError(name, "byte range", f"bytes {offset}..{offset + size} came back "
-                          f"short ({exc})") from exc
+        raise _short(name, offset, size, exc) from exc
     found = len(got[0][1]) if len(got) == 1 else sum(len(p) for _, p in got)
     if found != size:
-        raise FormatError(name, "byte range", f"bytes {offset}..{offset + size} came back "
-                          "short", value=f"{found} bytes", expected=f"{size} bytes")
+        raise _short(name, offset, size, found)
     return got
+
+
+def _short(name: str, offset: int, size: int, got: int | EOFError) -> FormatError:
+    """The FormatError of a range that came back short: `got` bytes, or the reader's
+    EOFError."""
+    what = f"bytes {offset}..{offset + size} came back short"
+    if isinstance(got, EOFError):
+        return FormatError(name, "byte range", f"{what} ({got})")
+    return FormatError(name, "byte range", what, value=f"{got} bytes",
+                       expected=f"{size} bytes")
 
 
 def count(sel: Selection) -> int:
