@@ -136,10 +136,14 @@ class BlockCache:
             self._stems[(url, version)] = stem
         return stem
 
+    def _path(self, stem: str, block: int) -> str:
+        """The file of block `block` of the object whose files are named `stem`."""
+        return f"{self._folder}/{stem}-{block}.blk"
+
     def _block(self, url: str, stem: str, block: int, object_size: int, fetch: Fetch
                ) -> np.ndarray:
         """The whole block: from its file (mapped), else fetched (and stored)."""
-        path = f"{self._folder}/{stem}-{block}.blk"
+        path = self._path(stem, block)
         start = block * self.block_size
         end = min(start + self.block_size, object_size)
         first_use = self.ahead is not None and not self.blocks.holds(path)
@@ -191,17 +195,19 @@ class BlockCache:
             return
         blocks = -(-object_size // self.block_size)
         stop = min(block + 1 + ahead.blocks, blocks)
-        run: list[int] = []
+        run: list[str] = []  # the files of adjacent blocks wanted, from block `first`
+        first = block + 1
         for b in range(block + 1, stop + 1):
-            path = f"{self._folder}/{stem}-{b}.blk"
+            path = self._path(stem, b)
             wanted = b < stop and not ahead.busy(path) and not os.path.exists(path)
             if wanted:
-                run.append(b)
+                if not run:
+                    first = b
+                run.append(path)
             if run and (not wanted or len(run) == ahead.merge):
-                if not whole_runs or len(run) == ahead.merge or run[-1] == blocks - 1:
-                    paths = [f"{self._folder}/{stem}-{r}.blk" for r in run]
-                    ahead.submit(paths, partial(self._fetch_run, url, paths, run[0],
-                                                object_size, fetch))
+                if not whole_runs or len(run) == ahead.merge or first + len(run) == blocks:
+                    ahead.submit(run, partial(self._fetch_run, url, run, first, object_size,
+                                              fetch))
                 run = []
 
     def _fetch_run(self, url: str, paths: list[str], first: int, object_size: int,
