@@ -306,6 +306,8 @@ def _with_timeouts(protocol: str, options: dict, timeout: float) -> dict:
     elif protocol in ("http", "https"):
         import aiohttp
         client = dict(out.get("client_kwargs") or {})
-        client.setdefault("timeout", aiohttp.ClientTimeout(total=timeout))
+        # per step, as botocore's: the whole request is ours to bound (one error, always)
+        client.setdefault("timeout", aiohttp.ClientTimeout(connect=timeout,
+                                                           sock_read=timeout))
         out["client_kwargs"] = client
     return out
